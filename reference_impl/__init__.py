@@ -1,0 +1,1 @@
+"""Reference implementation of the hybrid-SWA KV cache design (see DESIGN.md)."""

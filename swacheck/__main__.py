@@ -1,0 +1,5 @@
+import sys
+
+from swacheck.cli import main
+
+sys.exit(main())

@@ -1,0 +1,226 @@
+"""The project index: what one audit knows across files.
+
+Built in the engine's first pass from every candidate file: classes with their bases,
+methods, the attributes they own, and, per rule, whatever facts the rule collects for
+cross-file reasoning (``Rule.collect_facts``). Everything here is plain picklable data
+so worker processes and the result cache can carry it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import libcst as cst
+
+from swacheck.analysis.names import dotted_name, target_name
+
+
+@dataclass(frozen=True)
+class MethodInfo:
+    name: str
+    line: int
+    params: tuple[str, ...]
+    decorators: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ClassInfo:
+    name: str
+    path: str
+    line: int
+    bases: tuple[str, ...]
+    methods: dict[str, MethodInfo]
+    # Attributes assigned on ``self`` in any method.
+    self_attributes: frozenset[str]
+    is_dataclass: bool = False
+    # Annotated class-level names (dataclass fields and plain annotations).
+    fields: tuple[str, ...] = ()
+    # Keyword names passed to ``cls(...)`` inside classmethods (factory-built attributes).
+    factory_attributes: frozenset[str] = frozenset()
+
+    @property
+    def owned_attributes(self) -> frozenset[str]:
+        return self.self_attributes | frozenset(self.fields) | self.factory_attributes
+
+
+@dataclass
+class ModuleFacts:
+    """Everything the first pass learns from one file."""
+
+    path: str
+    classes: list[ClassInfo] = field(default_factory=list)
+    # Names of all functions and methods defined in the file (for scope rules).
+    defined_functions: frozenset[str] = frozenset()
+    # Per-rule facts, keyed by rule code.
+    rule_facts: dict[str, Any] = field(default_factory=dict)
+
+
+def _decorator_names(node: cst.FunctionDef | cst.ClassDef) -> tuple[str, ...]:
+    names = []
+    for dec in node.decorators:
+        expr = dec.decorator.func if isinstance(dec.decorator, cst.Call) else dec.decorator
+        name = dotted_name(expr)
+        if name:
+            names.append(name)
+    return tuple(names)
+
+
+class _ClassCollector(cst.CSTVisitor):
+    """Collects one class body (nested classes are indexed separately)."""
+
+    def __init__(self) -> None:
+        self.self_attributes: set[str] = set()
+        self.factory_attributes: set[str] = set()
+        self._classmethod_depth = 0
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if "classmethod" in _decorator_names(node):
+            self._classmethod_depth += 1
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        if "classmethod" in _decorator_names(original_node):
+            self._classmethod_depth -= 1
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False
+
+    def _store(self, target: cst.BaseExpression) -> None:
+        if (
+            isinstance(target, cst.Attribute)
+            and isinstance(target.value, cst.Name)
+            and target.value.value == "self"
+        ):
+            self.self_attributes.add(target.attr.value)
+        elif isinstance(target, cst.Tuple | cst.List):
+            for element in target.elements:
+                self._store(element.value)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self._store(target.target)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._store(node.target)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._store(node.target)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self._classmethod_depth and isinstance(node.func, cst.Name) and node.func.value == "cls":
+            for arg in node.args:
+                if arg.keyword is not None:
+                    self.factory_attributes.add(arg.keyword.value)
+
+
+def _class_info(node: cst.ClassDef, path: str, positions: Any) -> ClassInfo:
+    methods: dict[str, MethodInfo] = {}
+    fields_: list[str] = []
+    body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
+    for stmt in body:
+        if isinstance(stmt, cst.FunctionDef):
+            params = tuple(p.name.value for p in stmt.params.params)
+            methods[stmt.name.value] = MethodInfo(
+                stmt.name.value, positions[stmt].start.line, params, _decorator_names(stmt)
+            )
+        elif isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.AnnAssign):
+                    name = target_name(small.target)
+                    if name and isinstance(small.target, cst.Name):
+                        fields_.append(name)
+    collector = _ClassCollector()
+    node.body.visit(collector)
+    return ClassInfo(
+        name=node.name.value,
+        path=path,
+        line=positions[node].start.line,
+        bases=tuple(n for arg in node.bases if (n := dotted_name(arg.value))),
+        methods=methods,
+        self_attributes=frozenset(collector.self_attributes),
+        is_dataclass=any(d.split(".")[-1] == "dataclass" for d in _decorator_names(node)),
+        fields=tuple(fields_),
+        factory_attributes=frozenset(collector.factory_attributes),
+    )
+
+
+def index_module(wrapper: cst.MetadataWrapper, path: str) -> ModuleFacts:
+    """First-pass facts of one parsed file."""
+    from libcst.metadata import PositionProvider
+
+    positions = wrapper.resolve(PositionProvider)
+    classes: list[ClassInfo] = []
+    functions: set[str] = set()
+
+    class Visitor(cst.CSTVisitor):
+        def visit_ClassDef(self, node: cst.ClassDef) -> None:
+            classes.append(_class_info(node, path, positions))
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+            functions.add(node.name.value)
+
+    wrapper.module.visit(Visitor())
+    return ModuleFacts(path=path, classes=classes, defined_functions=frozenset(functions))
+
+
+class ProjectIndex:
+    """All :class:`ModuleFacts` of one audit, with lookups across files."""
+
+    def __init__(self, modules: Iterable[ModuleFacts] = ()) -> None:
+        self.modules: dict[str, ModuleFacts] = {m.path: m for m in modules}
+        self._classes: dict[str, list[ClassInfo]] = {}
+        self._functions: set[str] = set()
+        for facts in self.modules.values():
+            for info in facts.classes:
+                self._classes.setdefault(info.name, []).append(info)
+            self._functions |= facts.defined_functions
+
+    def defines_function(self, names: Iterable[str]) -> bool:
+        """Whether any audited file defines a function or method with one of ``names``."""
+        return any(name in self._functions for name in names)
+
+    def resolve_class(self, name: str, near: str | None = None) -> ClassInfo | None:
+        """The class called ``name`` (last dotted component); same file wins a tie."""
+        candidates = self._classes.get(name.rsplit(".", 1)[-1], [])
+        if not candidates:
+            return None
+        for info in candidates:
+            if info.path == near:
+                return info
+        return candidates[0] if len(candidates) == 1 else None
+
+    def mro(self, info: ClassInfo) -> list[ClassInfo]:
+        """``info`` then its bases known to the audit, depth-first, each once."""
+        seen: dict[tuple[str, str], ClassInfo] = {}
+
+        def walk(cls: ClassInfo) -> None:
+            key = (cls.path, cls.name)
+            if key in seen:
+                return
+            seen[key] = cls
+            for base in cls.bases:
+                resolved = self.resolve_class(base, near=cls.path)
+                if resolved is not None:
+                    walk(resolved)
+
+        walk(info)
+        return list(seen.values())
+
+    def find_method(self, info: ClassInfo, name: str) -> tuple[ClassInfo, MethodInfo] | None:
+        for cls in self.mro(info):
+            if name in cls.methods:
+                return cls, cls.methods[name]
+        return None
+
+    def owned_attributes(self, info: ClassInfo) -> frozenset[str]:
+        owned: frozenset[str] = frozenset()
+        for cls in self.mro(info):
+            owned |= cls.owned_attributes
+        return owned
+
+    def rule_facts(self, code: str) -> Iterator[tuple[str, Any]]:
+        """Each file's facts collected by rule ``code``: ``(path, facts)``."""
+        for path, facts in self.modules.items():
+            if code in facts.rule_facts:
+                yield path, facts.rule_facts[code]

@@ -1,0 +1,170 @@
+"""``[tool.swacheck]`` configuration: the names the rules look for, and rule selection.
+
+Keys mirror ruff's where they mean the same thing. Anything unknown or of the
+wrong type is a :class:`ConfigError` naming the key, so a typo never silently
+turns a rule off.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+
+class ConfigError(Exception):
+    """A configuration problem the user must fix (exit status 2)."""
+
+
+# Names with the word ``swa`` (between ``_`` or the ends) that also name a location;
+# names that contain ``mapping`` are translation tables, not locations.
+DEFAULT_SWA_LOC_PATTERN = (
+    r"^(?!.*mapping)(?=(?:.*_)?swa(?:_.*)?$)(?=.*(?:loc|slot|indices|index)).*$"
+)
+
+INTEGER_DTYPES = ("int32", "int64")
+
+
+@dataclass(frozen=True)
+class Config:
+    mapping_attributes: tuple[str, ...] = ("full_to_swa_index_mapping",)
+    invalidate_methods: tuple[str, ...] = ("invalidate_loc_cache",)
+    translate_methods: tuple[str, ...] = ("translate_loc_from_full_to_swa",)
+    swa_loc_pattern: str = DEFAULT_SWA_LOC_PATTERN
+    swa_loc_dtype: str = "int32"
+    # A Triton launch ``kernel[grid](..., mapping, ...)`` counts as a possible mapping write.
+    kernel_launch_writes: bool = True
+    select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    extend_exclude: tuple[str, ...] = ()
+    per_file_ignores: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    respect_gitignore: bool = True
+    cache_dir: str = ".swacheck_cache"
+    # Where the configuration was read from (``None``: defaults only).
+    source: Path | None = None
+
+    def __post_init__(self) -> None:
+        try:
+            re.compile(self.swa_loc_pattern)
+        except re.error as exc:
+            raise ConfigError(f"swa-loc-pattern: not a valid regular expression: {exc}") from None
+        if self.swa_loc_dtype not in INTEGER_DTYPES:
+            raise ConfigError(
+                f"swa-loc-dtype: expected one of {', '.join(INTEGER_DTYPES)}, "
+                f"got {self.swa_loc_dtype!r}"
+            )
+
+    @property
+    def root(self) -> Path | None:
+        """The folder paths in ``exclude`` and ``per-file-ignores`` are relative to."""
+        return self.source.parent if self.source else None
+
+    def fingerprint(self) -> str:
+        """A stable text of everything that changes findings (for the result cache)."""
+        parts = []
+        for f in fields(self):
+            if f.name in ("source", "cache_dir"):
+                continue
+            value = getattr(self, f.name)
+            if isinstance(value, Mapping):
+                value = sorted(value.items())
+            parts.append(f"{f.name}={value!r}")
+        return ";".join(parts)
+
+    def with_overrides(self, **changes: Any) -> Config:
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+_DEFAULTS = Config()
+_KEYS = {f.name.replace("_", "-"): f for f in fields(Config) if f.name != "source"}
+_STRING_LIST_KEYS = {k for k, f in _KEYS.items() if isinstance(getattr(_DEFAULTS, f.name), tuple)}
+
+
+def _string_list(key: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, list):
+        raise ConfigError(f"{key}: expected a list of strings, got {type(value).__name__}")
+    for item in value:
+        if not isinstance(item, str):
+            raise ConfigError(f"{key}: expected a list of strings, found {item!r}")
+    return tuple(value)
+
+
+def config_from_table(table: Mapping[str, Any], source: Path | None = None) -> Config:
+    """Build a :class:`Config` from a ``[tool.swacheck]`` table, validating every key."""
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        if key not in _KEYS:
+            known = ", ".join(sorted(_KEYS))
+            raise ConfigError(f"unknown configuration key {key!r} (known keys: {known})")
+        name = _KEYS[key].name
+        default = getattr(_DEFAULTS, name)
+        if key in _STRING_LIST_KEYS:
+            values[name] = _string_list(key, value)
+        elif key == "per-file-ignores":
+            if not isinstance(value, dict):
+                raise ConfigError(f"{key}: expected a table of glob = [codes]")
+            values[name] = {str(g): _string_list(f"{key}.{g}", c) for g, c in value.items()}
+        elif isinstance(default, bool):
+            if not isinstance(value, bool):
+                raise ConfigError(f"{key}: expected true or false, got {value!r}")
+            values[name] = value
+        elif isinstance(default, str):
+            if not isinstance(value, str):
+                raise ConfigError(f"{key}: expected a string, got {value!r}")
+            values[name] = value
+    return Config(source=source, **values)
+
+
+def load_config_file(path: Path) -> Config:
+    """Read ``[tool.swacheck]`` from a pyproject.toml (or a bare swacheck.toml table)."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    if path.name == "pyproject.toml":
+        table = data.get("tool", {}).get("swacheck", {})
+    else:
+        table = data.get("tool", {}).get("swacheck", data)
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [tool.swacheck] must be a table")
+    try:
+        return config_from_table(table, source=path.resolve())
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+def find_config_file(start: Path) -> Path | None:
+    """The nearest pyproject.toml with a ``[tool.swacheck]`` table, upward from ``start``."""
+    start = start.resolve()
+    for folder in [start, *start.parents] if start.is_dir() else start.parents:
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            try:
+                text = candidate.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            if "[tool.swacheck" in text:
+                return candidate
+    return None
+
+
+def resolve_config(explicit: Path | None, paths: Iterable[Path]) -> Config:
+    if explicit is not None:
+        return load_config_file(explicit)
+    for path in paths:
+        found = find_config_file(path)
+        if found is not None:
+            return load_config_file(found)
+        break
+    return Config()

@@ -1,0 +1,136 @@
+"""Which files an audit reads: Python files under the given paths.
+
+Honours ``.gitignore`` files (via pathspec, git's own wildmatch semantics), the
+``exclude``/``extend-exclude`` globs, and never follows a symlink: a linked file or
+folder is skipped, so nothing outside the tree is read and link loops cannot hang.
+Paths given explicitly on the command line are always audited, as in ruff.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pathspec
+
+from swacheck.config import Config
+
+DEFAULT_EXCLUDES = (
+    ".bzr",
+    ".direnv",
+    ".eggs",
+    ".git",
+    ".hg",
+    ".mypy_cache",
+    ".nox",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".svn",
+    ".swacheck_cache",
+    ".tox",
+    ".venv",
+    "__pycache__",
+    "__pypackages__",
+    "_build",
+    "build",
+    "dist",
+    "node_modules",
+    "site-packages",
+    "venv",
+)
+
+
+@dataclass(frozen=True)
+class DiscoveryProblem:
+    path: str
+    reason: str
+
+
+class Discovery:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        patterns = list(config.exclude or DEFAULT_EXCLUDES) + list(config.extend_exclude)
+        self.exclude = pathspec.GitIgnoreSpec.from_lines(patterns)
+        self.problems: list[DiscoveryProblem] = []
+        self._gitignores: dict[Path, pathspec.GitIgnoreSpec | None] = {}
+
+    def _excluded(self, path: Path, is_dir: bool) -> bool:
+        root = self.config.root
+        candidates = [path.name]
+        if root is not None and path.resolve().is_relative_to(root):
+            candidates.append(path.resolve().relative_to(root).as_posix())
+        suffix = "/" if is_dir else ""
+        return any(self.exclude.match_file(c + suffix) for c in candidates)
+
+    def _gitignore(self, folder: Path) -> pathspec.GitIgnoreSpec | None:
+        if folder not in self._gitignores:
+            spec = None
+            ignore_file = folder / ".gitignore"
+            if ignore_file.is_file():
+                try:
+                    lines = ignore_file.read_text(encoding="utf-8", errors="replace").splitlines()
+                    spec = pathspec.GitIgnoreSpec.from_lines(lines)
+                except OSError as exc:
+                    self.problems.append(DiscoveryProblem(str(ignore_file), exc.strerror or ""))
+            self._gitignores[folder] = spec
+        return self._gitignores[folder]
+
+    def _git_ignored(self, path: Path, is_dir: bool, ignore_chain: Sequence[Path]) -> bool:
+        if not self.config.respect_gitignore:
+            return False
+        suffix = "/" if is_dir else ""
+        for folder in ignore_chain:
+            spec = self._gitignore(folder)
+            if spec is not None and spec.match_file(path.relative_to(folder).as_posix() + suffix):
+                return True
+        return False
+
+    def _ignore_chain(self, folder: Path) -> list[Path]:
+        """The folders whose .gitignore applies inside ``folder``: up to the repository root."""
+        chain = []
+        for parent in [folder, *folder.parents]:
+            chain.append(parent)
+            if (parent / ".git").exists():
+                break
+        else:
+            chain = [folder]
+        return list(reversed(chain))
+
+    def files(self, paths: Sequence[Path]) -> Iterator[Path]:
+        for given in paths:
+            if given.is_symlink() and given.is_dir():
+                self.problems.append(DiscoveryProblem(str(given), "is a symlink; not followed"))
+            elif given.is_file():
+                yield given
+            elif given.is_dir():
+                yield from self._walk(given, self._ignore_chain(given.resolve()))
+            else:
+                self.problems.append(DiscoveryProblem(str(given), "no such file or directory"))
+
+    def _walk(self, folder: Path, chain: list[Path]) -> Iterator[Path]:
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError as exc:
+            self.problems.append(DiscoveryProblem(str(folder), exc.strerror or "unreadable"))
+            return
+        resolved = folder.resolve()
+        for entry in entries:
+            path = folder / entry.name
+            if entry.is_symlink():
+                continue
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                continue
+            if self._excluded(path, is_dir) or self._git_ignored(
+                resolved / entry.name, is_dir, chain
+            ):
+                continue
+            if is_dir:
+                sub = resolved / entry.name
+                sub_chain = [*chain, sub] if (sub / ".gitignore").exists() else chain
+                yield from self._walk(path, sub_chain)
+            elif entry.name.endswith((".py", ".pyi")):
+                yield path

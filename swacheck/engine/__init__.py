@@ -1,0 +1,1 @@
+"""The audit engine: discover, prefilter, parse, index, check, suppress, fix."""

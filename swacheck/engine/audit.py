@@ -1,0 +1,295 @@
+"""The audit driver: files in, findings (and fixed files) out.
+
+Two passes. The first parses every candidate file (those the prefilter lets through)
+and collects its facts into the :class:`ProjectIndex`; the second runs the rules with
+that index, so a rule can follow a helper defined in another file of the same audit.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from swacheck.analysis.index import ModuleFacts, ProjectIndex
+from swacheck.config import Config
+from swacheck.discovery import Discovery
+from swacheck.engine.checker import CheckOutcome, check_parsed, collect_facts
+from swacheck.engine.fixer import apply_fixes, fixable, write_atomic
+from swacheck.engine.parse import Parsed, parse_source
+from swacheck.engine.prefilter import Prefilter
+from swacheck.engine.selection import ignored_for_path, is_ignored
+from swacheck.finding import PARSE_ERROR_CODE, Finding
+from swacheck.rule import Rule
+
+# Below this many files to parse, a process pool costs more than it saves.
+PARALLEL_THRESHOLD = 24
+# Fix passes per file before giving up on convergence (ruff uses 100).
+MAX_FIX_PASSES = 10
+
+
+@dataclass(frozen=True)
+class AuditOptions:
+    rules: Sequence[type[Rule]]
+    config: Config
+    prefilter: bool = True
+    jobs: int = 1
+    fix: bool = False
+    unsafe_fixes: bool = False
+    diff: bool = False
+
+
+@dataclass
+class AuditResult:
+    findings: list[Finding] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    files_seen: int = 0
+    files_parsed: int = 0
+    fixes_applied: int = 0
+    diffs: list[str] = field(default_factory=list)
+    # Rules that did not apply to this audit (DESIGN.md's scope rules), with the reason.
+    inactive: dict[str, str] = field(default_factory=dict)
+
+
+def _display(path: Path) -> str:
+    try:
+        return os.path.relpath(path)
+    except ValueError:
+        return str(path)
+
+
+def _relative_to_root(path: Path, config: Config) -> str:
+    root = config.root
+    if root is not None:
+        try:
+            return path.resolve().relative_to(root).as_posix()
+        except ValueError:
+            pass
+    return path.as_posix()
+
+
+@dataclass
+class _Source:
+    path: Path
+    display: str
+    data: bytes
+    parsed: Parsed | None = None
+
+
+def _first_pass(
+    item: tuple[str, bytes], rules: Sequence[type[Rule]], config: Config
+) -> ModuleFacts | Finding:
+    display, data = item
+    parsed = parse_source(display, data)
+    if isinstance(parsed, Finding):
+        return parsed
+    return collect_facts(display, parsed, rules, config)
+
+
+def _second_pass(
+    item: tuple[str, str, bytes],
+    rules: Sequence[type[Rule]],
+    config: Config,
+    project: ProjectIndex,
+) -> CheckOutcome:
+    display, relative, data = item
+    parsed = parse_source(display, data)
+    assert not isinstance(parsed, Finding)  # it parsed in the first pass
+    return check_parsed(display, relative, parsed, rules, config, project)
+
+
+def _map(
+    function: Callable[..., object], items: Sequence[object], jobs: int, *args: object
+) -> list[object]:
+    if jobs <= 1 or len(items) < PARALLEL_THRESHOLD:
+        return [function(item, *args) for item in items]
+    chunk = max(1, len(items) // (jobs * 4))
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(function, items, *([a] * len(items) for a in args), chunksize=chunk))
+
+
+class Auditor:
+    def __init__(self, options: AuditOptions) -> None:
+        self.options = options
+        self.config = options.config
+
+    def _read(self, paths: Sequence[Path], result: AuditResult) -> list[_Source]:
+        discovery = Discovery(self.config)
+        prefilter = Prefilter(self.options.rules, self.config, enabled=self.options.prefilter)
+        sources = []
+        for path in discovery.files(paths):
+            result.files_seen += 1
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                result.errors.append(f"{_display(path)}: cannot read: {exc.strerror}")
+                continue
+            if prefilter.wants(data):
+                sources.append(_Source(path, _display(path), data))
+        result.errors.extend(f"{p.path}: {p.reason}" for p in discovery.problems)
+        return sources
+
+    def _active_rules(self, project: ProjectIndex, result: AuditResult) -> list[type[Rule]]:
+        active = []
+        for rule in self.options.rules:
+            if rule.is_active(project):
+                active.append(rule)
+            else:
+                names = ", ".join(self.config.invalidate_methods)
+                result.inactive[rule.code] = f"no audited file defines {names}"
+        return active
+
+    def run(self, paths: Sequence[Path]) -> AuditResult:
+        result = AuditResult()
+        sources = self._read(paths, result)
+        jobs = self.options.jobs
+        rules = self.options.rules
+
+        # First pass: parse + facts. Serial runs keep the parsed module for the second.
+        if jobs <= 1 or len(sources) < PARALLEL_THRESHOLD:
+            firsts: list[object] = []
+            for source in sources:
+                parsed = parse_source(source.display, source.data)
+                if isinstance(parsed, Parsed):
+                    source.parsed = parsed
+                    firsts.append(collect_facts(source.display, parsed, rules, self.config))
+                else:
+                    firsts.append(parsed)
+        else:
+            items = [(s.display, s.data) for s in sources]
+            firsts = _map(_first_pass, items, jobs, rules, self.config)
+
+        facts: list[ModuleFacts] = []
+        checkable: list[_Source] = []
+        for source, first in zip(sources, firsts, strict=True):
+            if isinstance(first, Finding):
+                relative = _relative_to_root(source.path, self.config)
+                if not is_ignored(PARSE_ERROR_CODE, ignored_for_path(self.config, relative)):
+                    result.findings.append(first)
+            else:
+                assert isinstance(first, ModuleFacts)
+                facts.append(first)
+                checkable.append(source)
+        result.files_parsed = len(sources)
+        project = ProjectIndex(facts)
+        active = self._active_rules(project, result)
+
+        # Second pass: the rules.
+        if all(s.parsed is not None for s in checkable):
+            outcomes = [
+                check_parsed(
+                    s.display,
+                    _relative_to_root(s.path, self.config),
+                    s.parsed,
+                    active,
+                    self.config,
+                    project,
+                )
+                for s in checkable
+                if s.parsed is not None
+            ]
+        else:
+            items = [(s.display, _relative_to_root(s.path, self.config), s.data) for s in checkable]
+            outcomes = _map(_second_pass, items, jobs, active, self.config, project)  # type: ignore[assignment]
+
+        for source, outcome in zip(checkable, outcomes, strict=True):
+            assert isinstance(outcome, CheckOutcome)
+            result.errors.extend(f"{source.display}: internal error: {e}" for e in outcome.errors)
+            findings = outcome.findings
+            if self.options.fix or self.options.diff:
+                findings = self._fix(source, findings, active, project, result)
+            result.findings.extend(findings)
+        result.findings.sort(key=lambda f: f.sort_key)
+        return result
+
+    def _fix(
+        self,
+        source: _Source,
+        findings: list[Finding],
+        rules: Sequence[type[Rule]],
+        project: ProjectIndex,
+        result: AuditResult,
+    ) -> list[Finding]:
+        """Fix one file until no fixable finding is left; return the findings that remain."""
+        parsed = source.parsed or parse_source(source.display, source.data)
+        assert isinstance(parsed, Parsed)
+        original = parsed.text
+        text = original
+        applied_total = 0
+        relative = _relative_to_root(source.path, self.config)
+        for _ in range(MAX_FIX_PASSES):
+            todo = fixable(findings, self.options.unsafe_fixes)
+            if not todo:
+                break
+            new_text, applied = apply_fixes(text, (f.fix for f in todo if f.fix))
+            reparsed = parse_source(source.display, _encode(new_text, parsed))
+            if not isinstance(reparsed, Parsed):
+                result.errors.append(
+                    f"{source.display}: fix not applied: it would not parse ({reparsed.message})"
+                )
+                break
+            text, parsed = new_text, reparsed
+            applied_total += len(applied)
+            findings = check_parsed(
+                source.display, relative, parsed, rules, self.config, project
+            ).findings
+        if text == original:
+            return findings
+        if self.options.diff:
+            result.diffs.append(
+                "".join(
+                    difflib.unified_diff(
+                        original.splitlines(keepends=True),
+                        text.splitlines(keepends=True),
+                        fromfile=f"a/{source.display}",
+                        tofile=f"b/{source.display}",
+                    )
+                )
+            )
+            result.fixes_applied += applied_total
+            return findings
+        try:
+            write_atomic(source.path, _encode(text, parsed, source.data))
+        except OSError as exc:
+            result.errors.append(f"{source.display}: cannot write fix: {exc.strerror}")
+            return findings
+        result.fixes_applied += applied_total
+        return findings
+
+
+def _encode(text: str, parsed: Parsed, original: bytes = b"") -> bytes:
+    data = text.encode(parsed.wrapper.module.encoding)
+    bom = b"\xef\xbb\xbf"
+    if original.startswith(bom) and not data.startswith(bom):
+        data = bom + data
+    return data
+
+
+def audit_paths(paths: Iterable[Path], options: AuditOptions) -> AuditResult:
+    return Auditor(options).run(list(paths))
+
+
+def audit_sources(
+    sources: Mapping[str, str], options: AuditOptions, root: Path | None = None
+) -> AuditResult:
+    """Audit in-memory files (``{relative path: text}``) by writing them under ``root``.
+
+    Used by the rule-example tests so examples run through the very same engine.
+    """
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(root or tmp)
+        for name, text in sources.items():
+            target = base / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+        cwd = os.getcwd()
+        os.chdir(base)
+        try:
+            return audit_paths([Path(name) for name in sources], options)
+        finally:
+            os.chdir(cwd)

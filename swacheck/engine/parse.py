@@ -1,0 +1,50 @@
+"""Turn a file's bytes into a libcst module, or into an SWA999 finding saying why not."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper
+
+from swacheck.finding import PARSE_ERROR_CODE, Finding, Position
+
+
+@dataclass(frozen=True)
+class Parsed:
+    wrapper: MetadataWrapper
+    text: str
+
+
+def _first_line_error(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def parse_source(path: str, data: bytes) -> Parsed | Finding:
+    """Parse ``data`` honouring its PEP 263 encoding; failures become an SWA999 finding."""
+    row, column = 1, 0
+    try:
+        if b"\x00" in data:
+            row = data[: data.index(b"\x00")].count(b"\n") + 1
+            raise ValueError("source contains a NUL byte")
+        module = cst.parse_module(data)
+        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+        return Parsed(wrapper, module.code)
+    except cst.ParserSyntaxError as exc:
+        row, column = exc.raw_line, exc.raw_column
+        reason = f"syntax error: {exc.message}"
+    except (UnicodeDecodeError, LookupError, SyntaxError) as exc:
+        reason = f"cannot decode source: {_first_line_error(exc)}"
+    except RecursionError:
+        reason = "source is nested too deeply to analyse"
+    except ValueError as exc:
+        reason = f"cannot parse: {_first_line_error(exc)}"
+    position = Position(max(row, 1), max(column, 0))
+    return Finding(
+        code=PARSE_ERROR_CODE,
+        message=f"File could not be parsed ({reason})",
+        path=path,
+        start=position,
+        end=position,
+        noqa_row=None,
+    )

@@ -1,0 +1,25 @@
+"""Turn findings into each output format. One module per format, one place that picks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from swacheck.finding import Finding
+
+DOCS_BASE = "https://github.com/swacheck/swacheck/blob/main/docs/rules"
+
+
+def rule_url(code: str) -> str:
+    return f"{DOCS_BASE}/{code}.md"
+
+
+from swacheck.report import github, json_format, sarif, text  # noqa: E402
+
+Renderer = Callable[[Sequence[Finding]], str]
+
+FORMATS: dict[str, Renderer] = {
+    "text": text.render,
+    "json": json_format.render,
+    "sarif": sarif.render,
+    "github": github.render,
+}

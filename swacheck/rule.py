@@ -1,0 +1,141 @@
+"""The rule API: a rule is one file holding one :class:`Rule` subclass.
+
+Modelled on Fixit: the class docstring is the rule's documentation (ruff's page
+sections: What it does / Why is this bad? / Fix safety / Options), and the
+``VALID``/``INVALID`` examples are both its documented examples and its tests.
+A rule is a libcst batchable visitor; all rules of an audit walk a file together
+in one traversal (``MetadataWrapper.visit_batched``) and share one
+:class:`~swacheck.context.FileContext`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import libcst as cst
+from libcst.metadata import ParentNodeProvider, PositionProvider
+
+from swacheck.finding import Finding, Fix
+
+if TYPE_CHECKING:
+    from swacheck.analysis.index import ProjectIndex
+    from swacheck.config import Config
+    from swacheck.context import FileContext
+
+
+class FixSafety(str, Enum):
+    """What a rule's autofix promises, shown in its documentation."""
+
+    NONE = "none"  # the rule has no autofix
+    SAFE = "safe"  # behaviour-preserving except for the bug it fixes
+    UNSAFE = "unsafe"  # offered with --fix only where marked safe per finding; review it
+
+
+@dataclass(frozen=True)
+class Example:
+    """A documented example; ``files`` adds sibling files for cross-file rules."""
+
+    code: str
+    config: Mapping[str, Any] = field(default_factory=dict)
+    files: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Valid(Example):
+    """Code the rule must stay silent on."""
+
+
+@dataclass(frozen=True)
+class Invalid(Example):
+    """Code the rule must flag at ``line`` (1-based, within ``code``).
+
+    ``fixed`` is the file after ``--fix`` (with unsafe fixes applied), when the rule fixes it.
+    """
+
+    line: int = 0
+    fixed: str | None = None
+
+
+class Rule(cst.BatchableCSTVisitor):
+    """Base class of every rule (see the module docstring)."""
+
+    code: ClassVar[str]
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    fix_safety: ClassVar[FixSafety] = FixSafety.NONE
+    # Configuration keys (``[tool.swacheck]``) the rule reads.
+    config_keys: ClassVar[tuple[str, ...]] = ()
+    # The invariant (DESIGN.md) and the seed PR(s) the rule comes from.
+    invariant: ClassVar[str] = ""
+    origin: ClassVar[str] = ""
+    VALID: ClassVar[list[Valid]] = []
+    INVALID: ClassVar[list[Invalid]] = []
+
+    METADATA_DEPENDENCIES = (PositionProvider, ParentNodeProvider)
+
+    def __init__(self, context: FileContext) -> None:
+        super().__init__()
+        self.context = context
+        self.findings: list[Finding] = []
+
+    # -- what the engine asks of a rule class ------------------------------------------
+
+    @classmethod
+    def triggers(cls, config: Config) -> frozenset[str] | None:
+        """Strings (matched case-insensitively) without which the rule cannot fire.
+
+        The engine skips parsing a file that holds none of the enabled rules' triggers,
+        so this must be sound: return ``None`` when no such set can be given (e.g. a
+        configured pattern with no fixed substring).
+        """
+        return None
+
+    @classmethod
+    def is_active(cls, project: ProjectIndex) -> bool:
+        """Whether the rule applies to this audit at all (DESIGN.md's scope rules)."""
+        return True
+
+    @classmethod
+    def collect_facts(cls, context: FileContext) -> Any:
+        """Facts this rule needs from every file of the audit (first pass), or ``None``.
+
+        Runs on each candidate file before any rule checks; the results are in
+        ``self.context.project.rule_facts(cls.code)`` during the check. Must be picklable.
+        """
+        return None
+
+    @classmethod
+    def documentation(cls) -> str:
+        return inspect.cleandoc(cls.__doc__ or "")
+
+    # -- what a rule calls ---------------------------------------------------------------
+
+    def report(
+        self,
+        node: cst.CSTNode,
+        message: str,
+        *,
+        fix: Fix | None = None,
+        notes: tuple[str, ...] = (),
+        noqa_node: cst.CSTNode | None = None,
+    ) -> None:
+        """Record a finding at ``node``; ``# noqa`` is looked for on ``noqa_node``'s first line."""
+        ctx = self.context
+        start = ctx.start(node)
+        noqa_row = ctx.start(noqa_node).row if noqa_node is not None else start.row
+        self.findings.append(
+            Finding(
+                code=self.code,
+                message=message,
+                path=ctx.path,
+                start=start,
+                end=ctx.end(node),
+                fix=fix,
+                noqa_row=noqa_row,
+                notes=notes,
+            )
+        )
