@@ -3,7 +3,8 @@
 Honours ``.gitignore`` files (via pathspec, git's own wildmatch semantics), the
 ``exclude``/``extend-exclude`` globs, and never follows a symlink: a linked file or
 folder is skipped, so nothing outside the tree is read and link loops cannot hang.
-Paths given explicitly on the command line are always audited, as in ruff.
+Paths given explicitly on the command line are always audited; ``exclude`` globs
+match a file's name or its path below the folder that was given.
 """
 
 from __future__ import annotations
@@ -56,11 +57,9 @@ class Discovery:
         self.problems: list[DiscoveryProblem] = []
         self._gitignores: dict[Path, pathspec.GitIgnoreSpec | None] = {}
 
-    def _excluded(self, path: Path, is_dir: bool) -> bool:
-        root = self.config.root
-        candidates = [path.name]
-        if root is not None and path.resolve().is_relative_to(root):
-            candidates.append(path.resolve().relative_to(root).as_posix())
+    def _excluded(self, path: Path, is_dir: bool, base: Path) -> bool:
+        """Exclusion globs match the name, or the path below the folder given to audit."""
+        candidates = [path.name, path.relative_to(base).as_posix()]
         suffix = "/" if is_dir else ""
         return any(self.exclude.match_file(c + suffix) for c in candidates)
 
@@ -105,11 +104,11 @@ class Discovery:
             elif given.is_file():
                 yield given
             elif given.is_dir():
-                yield from self._walk(given, self._ignore_chain(given.resolve()))
+                yield from self._walk(given, given, self._ignore_chain(given.resolve()))
             else:
                 self.problems.append(DiscoveryProblem(str(given), "no such file or directory"))
 
-    def _walk(self, folder: Path, chain: list[Path]) -> Iterator[Path]:
+    def _walk(self, folder: Path, base: Path, chain: list[Path]) -> Iterator[Path]:
         try:
             entries = sorted(os.scandir(folder), key=lambda e: e.name)
         except OSError as exc:
@@ -124,13 +123,13 @@ class Discovery:
                 is_dir = entry.is_dir(follow_symlinks=False)
             except OSError:
                 continue
-            if self._excluded(path, is_dir) or self._git_ignored(
+            if self._excluded(path, is_dir, base) or self._git_ignored(
                 resolved / entry.name, is_dir, chain
             ):
                 continue
             if is_dir:
                 sub = resolved / entry.name
                 sub_chain = [*chain, sub] if (sub / ".gitignore").exists() else chain
-                yield from self._walk(path, sub_chain)
+                yield from self._walk(path, base, sub_chain)
             elif entry.name.endswith((".py", ".pyi")):
                 yield path

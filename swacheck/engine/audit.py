@@ -76,6 +76,7 @@ class _Source:
     path: Path
     display: str
     data: bytes
+    relevant: bool = True
     parsed: Parsed | None = None
 
 
@@ -118,7 +119,9 @@ class Auditor:
 
     def _read(self, paths: Sequence[Path], result: AuditResult) -> list[_Source]:
         discovery = Discovery(self.config)
-        prefilter = Prefilter(self.options.rules, self.config, enabled=self.options.prefilter)
+        # SWA999 is reported only for files a rule could fire in, so that --no-prefilter
+        # (which parses everything, e.g. to measure the prefilter) gives the same findings.
+        relevant = Prefilter(self.options.rules, self.config)
         sources = []
         for path in discovery.files(paths):
             result.files_seen += 1
@@ -127,8 +130,9 @@ class Auditor:
             except OSError as exc:
                 result.errors.append(f"{_display(path)}: cannot read: {exc.strerror}")
                 continue
-            if prefilter.wants(data):
-                sources.append(_Source(path, _display(path), data))
+            is_relevant = relevant.wants(data)
+            if is_relevant or not self.options.prefilter:
+                sources.append(_Source(path, _display(path), data, relevant=is_relevant))
         result.errors.extend(f"{p.path}: {p.reason}" for p in discovery.problems)
         return sources
 
@@ -167,7 +171,8 @@ class Auditor:
         for source, first in zip(sources, firsts, strict=True):
             if isinstance(first, Finding):
                 relative = _relative_to_root(source.path, self.config)
-                if not is_ignored(PARSE_ERROR_CODE, ignored_for_path(self.config, relative)):
+                ignored = is_ignored(PARSE_ERROR_CODE, ignored_for_path(self.config, relative))
+                if source.relevant and not ignored:
                     result.findings.append(first)
             else:
                 assert isinstance(first, ModuleFacts)

@@ -1,0 +1,38 @@
+"""Helpers for running the real ``swacheck`` command in a subprocess."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+class Swacheck:
+    def __init__(self, cwd: Path) -> None:
+        self.cwd = cwd
+
+    def __call__(self, *args: str, check_rc: int | None = None) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            [sys.executable, "-m", "swacheck", *args],
+            cwd=self.cwd,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if check_rc is not None:
+            assert proc.returncode == check_rc, (proc.returncode, proc.stdout, proc.stderr)
+        return proc
+
+
+@pytest.fixture
+def swacheck(tmp_path: Path) -> Swacheck:
+    """``swacheck`` run in the test's temporary folder."""
+    return Swacheck(tmp_path)
+
+
+@pytest.fixture
+def swacheck_at() -> type[Swacheck]:
+    """``swacheck_at(folder)``: the command run in another folder."""
+    return Swacheck
