@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from swacheck.analysis.dtypes import DtypeResolver, dtype_literal
+from swacheck.analysis.names import target_name
 from swacheck.config import DEFAULT_SWA_LOC_PATTERN, Config
 from swacheck.finding import Applicability, Fix
 from swacheck.rule import FixSafety, Invalid, Rule, Valid
@@ -112,6 +113,14 @@ class Pool:
             """
 def translate_loc_from_full_to_swa(self, kv_indices):
     return self.full_to_swa_index_mapping[kv_indices].to(torch.int32)
+"""
+        ),
+        Valid(
+            """
+def free_swa(self, free_index):
+    # a local gather for host-side bookkeeping is not a location buffer
+    swa_indices = self.full_to_swa_index_mapping[free_index]
+    self.swa_attn_allocator.free(swa_indices[swa_indices > 0])
 """
         ),
         Valid(
@@ -271,14 +280,14 @@ swa_loc = loc.long()
             self._check_value(f"{func.name.value}()'s result", node.value)
 
     def _check_binding(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
-        from swacheck.analysis.names import target_name
-
         name = target_name(target)
         if name is not None and self.context.names.is_swa_loc(name):
-            self._check_value(name, value)
+            # A gather into a plain local is an intermediate (host-side bookkeeping such as
+            # freeing slots); only what is kept or handed on must be int32.
+            self._check_value(name, value, gathers=not isinstance(target, cst.Name))
 
-    def _check_value(self, name: str, value: cst.BaseExpression) -> None:
-        for hit in self._wrong_dtype(value):
+    def _check_value(self, name: str, value: cst.BaseExpression, gathers: bool = True) -> None:
+        for hit in self._wrong_dtype(value, gathers):
             self.report(
                 hit.node,
                 f"SWA location `{name}` {hit.how}; SWA-space locations must be "
@@ -292,20 +301,19 @@ swa_loc = loc.long()
     def wrong(self) -> str:
         return "int64" if self.expected == "int32" else "int32"
 
-    def _wrong_dtype(self, expr: cst.BaseExpression) -> Iterator[_Hit]:
+    def _wrong_dtype(self, expr: cst.BaseExpression, gathers: bool = True) -> Iterator[_Hit]:
         if isinstance(expr, cst.IfExp):
-            yield from self._wrong_dtype(expr.body)
-            yield from self._wrong_dtype(expr.orelse)
+            yield from self._wrong_dtype(expr.body, gathers)
+            yield from self._wrong_dtype(expr.orelse, gathers)
         elif isinstance(expr, cst.Lambda):
-            yield from self._wrong_dtype(expr.body)
+            yield from self._wrong_dtype(expr.body, gathers)
         elif isinstance(expr, cst.Subscript):
-            yield from self._gather(expr)
+            if gathers:
+                yield from self._gather(expr)
         elif isinstance(expr, cst.Call):
             yield from self._call(expr)
 
     def _gather(self, expr: cst.Subscript) -> Iterator[_Hit]:
-        from swacheck.analysis.names import target_name
-
         base = expr.value
         if isinstance(base, cst.Attribute | cst.Name) and self.context.names.is_mapping(
             target_name(base) or ""
