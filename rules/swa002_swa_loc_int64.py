@@ -245,9 +245,12 @@ swa_loc = loc.long()
 
     @classmethod
     def triggers(cls, config: Config) -> frozenset[str] | None:
+        """The default pattern needs the word ``swa`` bounded by ``_`` or a non-identifier
+        character (so ``swap`` does not count); a translate method's name for its result.
+        A custom pattern has no known fixed part: no prefilter."""
         if config.swa_loc_pattern != DEFAULT_SWA_LOC_PATTERN:
             return None
-        return frozenset({"swa", *config.translate_methods})
+        return frozenset({r"(?<![a-z0-9])swa(?![a-z0-9])", *config.translate_methods})
 
     def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
         super().__init__(context)

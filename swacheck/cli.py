@@ -94,6 +94,7 @@ def _audit(args: argparse.Namespace) -> int:
         fix=args.fix and not args.diff,
         unsafe_fixes=args.unsafe_fixes,
         diff=args.diff,
+        cache=not args.no_cache,
     )
     result = audit_paths(args.paths, options)
     if args.diff:

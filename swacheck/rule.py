@@ -86,11 +86,12 @@ class Rule(cst.BatchableCSTVisitor):
 
     @classmethod
     def triggers(cls, config: Config) -> frozenset[str] | None:
-        """Strings (matched case-insensitively) without which the rule cannot fire.
+        """Regular expressions (case-insensitive, on raw bytes) without which the rule cannot fire.
 
-        The engine skips parsing a file that holds none of the enabled rules' triggers,
-        so this must be sound: return ``None`` when no such set can be given (e.g. a
-        configured pattern with no fixed substring).
+        The engine skips parsing a file that matches none of the enabled rules'
+        triggers, so this must be sound: return ``None`` when no such set can be given
+        (e.g. a configured pattern with no fixed substring). Configured names are
+        identifiers, so they can be returned as they are; escape anything else.
         """
         return None
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from swacheck.analysis.index import ModuleFacts, ProjectIndex
 from swacheck.config import Config
 from swacheck.discovery import Discovery
+from swacheck.engine.cache import ResultCache, project_digest
 from swacheck.engine.checker import CheckOutcome, check_parsed, collect_facts
 from swacheck.engine.fixer import apply_fixes, fixable, write_atomic
 from swacheck.engine.parse import Parsed, parse_source
@@ -40,6 +41,7 @@ class AuditOptions:
     fix: bool = False
     unsafe_fixes: bool = False
     diff: bool = False
+    cache: bool = False
 
 
 @dataclass
@@ -146,25 +148,94 @@ class Auditor:
                 result.inactive[rule.code] = f"no audited file defines {names}"
         return active
 
+    def _cache(self) -> ResultCache | None:
+        if not self.options.cache:
+            return None
+        folder = Path(self.config.cache_dir)
+        if not folder.is_absolute() and self.config.root is not None:
+            folder = self.config.root / folder
+        return ResultCache(folder, self.config, self.options.rules)
+
+    def _serial(self, count: int) -> bool:
+        return self.options.jobs <= 1 or count < PARALLEL_THRESHOLD
+
+    def _first_pass(
+        self, sources: Sequence[_Source], cache: ResultCache | None
+    ) -> list[ModuleFacts | Finding]:
+        """Parse and collect facts; serial runs keep the parsed module for the second pass."""
+        rules = self.options.rules
+        results: dict[int, ModuleFacts | Finding] = {}
+        keys: dict[int, str] = {}
+        for i, source in enumerate(sources):
+            if cache is not None:
+                keys[i] = cache.key("facts", source.data, source.display)
+                hit = cache.get(keys[i])
+                if isinstance(hit, ModuleFacts | Finding):
+                    results[i] = hit
+        todo = [i for i in range(len(sources)) if i not in results]
+        if self._serial(len(todo)):
+            for i in todo:
+                parsed = parse_source(sources[i].display, sources[i].data)
+                if isinstance(parsed, Parsed):
+                    sources[i].parsed = parsed
+                    results[i] = collect_facts(sources[i].display, parsed, rules, self.config)
+                else:
+                    results[i] = parsed
+        else:
+            items = [(sources[i].display, sources[i].data) for i in todo]
+            for i, first in zip(
+                todo, _map(_first_pass, items, self.options.jobs, rules, self.config), strict=True
+            ):
+                results[i] = first  # type: ignore[assignment]
+        if cache is not None:
+            for i in todo:
+                cache.put(keys[i], results[i])
+        return [results[i] for i in range(len(sources))]
+
+    def _second_pass(
+        self,
+        sources: Sequence[_Source],
+        rules: Sequence[type[Rule]],
+        project: ProjectIndex,
+        cache: ResultCache | None,
+        digest: str,
+    ) -> list[CheckOutcome]:
+        outcomes: dict[int, CheckOutcome] = {}
+        keys: dict[int, str] = {}
+        relative = [_relative_to_root(s.path, self.config) for s in sources]
+        for i, source in enumerate(sources):
+            if cache is not None:
+                keys[i] = cache.key(
+                    "findings", source.data, f"{source.display}\0{relative[i]}\0{digest}"
+                )
+                hit = cache.get(keys[i])
+                if isinstance(hit, list):
+                    outcomes[i] = CheckOutcome(findings=hit)
+        todo = [i for i in range(len(sources)) if i not in outcomes]
+        if self._serial(len(todo)) or all(sources[i].parsed is not None for i in todo):
+            for i in todo:
+                parsed = sources[i].parsed or parse_source(sources[i].display, sources[i].data)
+                assert isinstance(parsed, Parsed)  # it parsed in the first pass
+                sources[i].parsed = parsed
+                outcomes[i] = check_parsed(
+                    sources[i].display, relative[i], parsed, rules, self.config, project
+                )
+        else:
+            items = [(sources[i].display, relative[i], sources[i].data) for i in todo]
+            mapped = _map(_second_pass, items, self.options.jobs, rules, self.config, project)
+            for i, outcome in zip(todo, mapped, strict=True):
+                outcomes[i] = outcome  # type: ignore[assignment]
+        if cache is not None:
+            for i in todo:
+                if not outcomes[i].errors:
+                    cache.put(keys[i], outcomes[i].findings)
+        return [outcomes[i] for i in range(len(sources))]
+
     def run(self, paths: Sequence[Path]) -> AuditResult:
         result = AuditResult()
         sources = self._read(paths, result)
-        jobs = self.options.jobs
-        rules = self.options.rules
-
-        # First pass: parse + facts. Serial runs keep the parsed module for the second.
-        if jobs <= 1 or len(sources) < PARALLEL_THRESHOLD:
-            firsts: list[object] = []
-            for source in sources:
-                parsed = parse_source(source.display, source.data)
-                if isinstance(parsed, Parsed):
-                    source.parsed = parsed
-                    firsts.append(collect_facts(source.display, parsed, rules, self.config))
-                else:
-                    firsts.append(parsed)
-        else:
-            items = [(s.display, s.data) for s in sources]
-            firsts = _map(_first_pass, items, jobs, rules, self.config)
+        cache = self._cache()
+        firsts = self._first_pass(sources, cache)
 
         facts: list[ModuleFacts] = []
         checkable: list[_Source] = []
@@ -175,33 +246,15 @@ class Auditor:
                 if source.relevant and not ignored:
                     result.findings.append(first)
             else:
-                assert isinstance(first, ModuleFacts)
                 facts.append(first)
                 checkable.append(source)
         result.files_parsed = len(sources)
         project = ProjectIndex(facts)
         active = self._active_rules(project, result)
-
-        # Second pass: the rules.
-        if all(s.parsed is not None for s in checkable):
-            outcomes = [
-                check_parsed(
-                    s.display,
-                    _relative_to_root(s.path, self.config),
-                    s.parsed,
-                    active,
-                    self.config,
-                    project,
-                )
-                for s in checkable
-                if s.parsed is not None
-            ]
-        else:
-            items = [(s.display, _relative_to_root(s.path, self.config), s.data) for s in checkable]
-            outcomes = _map(_second_pass, items, jobs, active, self.config, project)  # type: ignore[assignment]
+        digest = project_digest(facts) if cache is not None else ""
+        outcomes = self._second_pass(checkable, active, project, cache, digest)
 
         for source, outcome in zip(checkable, outcomes, strict=True):
-            assert isinstance(outcome, CheckOutcome)
             result.errors.extend(f"{source.display}: internal error: {e}" for e in outcome.errors)
             findings = outcome.findings
             if self.options.fix or self.options.diff:

@@ -1,7 +1,8 @@
 """The sound prefilter: skip parsing files that cannot hold a finding.
 
-Each enabled rule declares trigger strings without which it cannot fire; a file
-holding none of them (case-insensitively) is never parsed. A rule without triggers
+Each enabled rule declares trigger patterns (regular expressions, matched
+case-insensitively on the raw bytes) without which it cannot fire; a file matching
+none of them is never parsed. A rule without triggers
 (``None``) disables the prefilter for the audit: soundness over speed.
 """
 
@@ -25,7 +26,7 @@ class Prefilter:
             if rule_triggers is None:
                 return
             triggers |= rule_triggers
-        alternatives = sorted((re.escape(t.encode()) for t in triggers), key=len)
+        alternatives = sorted(t.encode() for t in triggers)
         # No triggers at all (no rule enabled): nothing can fire, nothing to parse.
         self.pattern = re.compile(b"|".join(alternatives) or b"(?!)", re.IGNORECASE)
 

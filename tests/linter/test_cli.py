@@ -230,7 +230,8 @@ class TestFix:
         before = target.stat().st_mtime_ns
         swacheck("audit", "--fix", check_rc=0)
         assert target.stat().st_mtime_ns == before
-        assert [p.name for p in tmp_path.iterdir()] == ["bufs.py"]  # no temp files left
+        left = sorted(p.name for p in tmp_path.iterdir())
+        assert left == [".swacheck_cache", "bufs.py"]  # no temporary files left behind
 
     def test_fix_keeps_crlf_and_encoding(self, swacheck, tmp_path: Path) -> None:
         source = ("# -*- coding: latin-1 -*-\nname = '\xe9'\n" + INT64_SWA).replace("\n", "\r\n")
@@ -315,3 +316,33 @@ def test_prefilter_does_not_change_findings(swacheck, swacheck_at) -> None:
     without = runner("audit", ".", "--no-prefilter", "--output-format", "json").stdout
     assert json.loads(with_filter) == json.loads(without)
     assert json.loads(with_filter)
+
+
+class TestCache:
+    def test_cache_is_git_ignored_and_gives_the_same_findings(
+        self, swacheck, tmp_path: Path
+    ) -> None:
+        write(tmp_path / "bufs.py", INT64_SWA)
+        cold = swacheck("audit", "--output-format", "json", check_rc=1).stdout
+        assert (tmp_path / ".swacheck_cache" / ".gitignore").read_text().splitlines()[-1] == "*"
+        warm = swacheck("audit", "--output-format", "json", check_rc=1).stdout
+        uncached = swacheck("audit", "--no-cache", "--output-format", "json", check_rc=1).stdout
+        assert cold == warm == uncached
+
+    def test_changed_file_is_audited_again(self, swacheck, tmp_path: Path) -> None:
+        target = write(tmp_path / "bufs.py", INT64_SWA)
+        swacheck("audit", check_rc=1)
+        target.write_text(INT64_SWA.replace("int64", "int32"))
+        swacheck("audit", check_rc=0)
+
+    def test_cache_dir_is_configurable(self, swacheck, tmp_path: Path) -> None:
+        write(tmp_path / "pyproject.toml", "[tool.swacheck]\ncache-dir = 'build/swc'\n")
+        write(tmp_path / "bufs.py", INT64_SWA)
+        swacheck("audit", "bufs.py", check_rc=1)
+        assert (tmp_path / "build" / "swc" / ".gitignore").exists()
+        assert not (tmp_path / ".swacheck_cache").exists()
+
+    def test_no_cache_writes_nothing(self, swacheck, tmp_path: Path) -> None:
+        write(tmp_path / "bufs.py", INT64_SWA)
+        swacheck("audit", "--no-cache", check_rc=1)
+        assert not (tmp_path / ".swacheck_cache").exists()

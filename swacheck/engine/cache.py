@@ -1,0 +1,106 @@
+"""Content-hash result cache (``.swacheck_cache/`` by default, as ruff's ``.ruff_cache``).
+
+Two kinds of entry, both keyed by the file's bytes, the effective configuration, the
+swacheck version and the enabled rule set:
+
+- *facts*: the first pass's :class:`ModuleFacts` (or the file's SWA999 finding);
+- *findings*: the second pass's findings, additionally keyed by the digest of the whole
+  project index, since a rule may follow a helper into another file. A change to any
+  file that changes its facts therefore re-checks every file; a change that leaves the
+  facts alone (most edits inside a method body do not) re-checks only that file.
+
+Entries are pickles written atomically; a corrupt or foreign entry is a miss.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import os
+import pickle
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from swacheck import __version__
+from swacheck.config import Config
+from swacheck.rule import Rule
+
+_GITIGNORE = "# Automatically created by swacheck.\n*\n"
+
+
+class ResultCache:
+    def __init__(self, folder: Path, config: Config, rules: Sequence[type[Rule]]) -> None:
+        self.folder = folder
+        salt = "\0".join(
+            [__version__, config.fingerprint(), ",".join(sorted(r.code for r in rules))]
+        )
+        self._salt = hashlib.sha256(salt.encode()).hexdigest()
+        self._ready = False
+
+    def _prepare(self) -> bool:
+        if not self._ready:
+            try:
+                self.folder.mkdir(parents=True, exist_ok=True)
+                ignore = self.folder / ".gitignore"
+                if not ignore.exists():
+                    ignore.write_text(_GITIGNORE)
+                self._ready = True
+            except OSError:
+                return False
+        return True
+
+    def key(self, kind: str, data: bytes, extra: str = "") -> str:
+        digest = hashlib.sha256()
+        for part in (self._salt.encode(), kind.encode(), extra.encode(), data):
+            digest.update(len(part).to_bytes(8, "little"))
+            digest.update(part)
+        return digest.hexdigest()
+
+    def _path(self, key: str) -> Path:
+        return self.folder / key[:2] / key[2:]
+
+    def get(self, key: str) -> Any | None:
+        try:
+            with open(self._path(key), "rb") as handle:
+                return pickle.load(handle)
+        except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
+            return None
+
+    def put(self, key: str, value: Any) -> None:
+        if not self._prepare():
+            return
+        target = self._path(key)
+        try:
+            target.parent.mkdir(exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp")
+            with os.fdopen(fd, "wb") as handle:
+                pickle.dump(value, handle, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, target)
+        except OSError:
+            with contextlib.suppress(OSError, UnboundLocalError):
+                os.unlink(tmp)
+
+
+def _canonical(value: Any) -> Any:
+    """A hash-seed-independent form of ``value`` (sets sorted, dataclasses as tuples)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return (
+            type(value).__name__,
+            tuple((f.name, _canonical(getattr(value, f.name))) for f in dataclasses.fields(value)),
+        )
+    if isinstance(value, dict):
+        return tuple(sorted((repr(_canonical(k)), _canonical(v)) for k, v in value.items()))
+    if isinstance(value, set | frozenset):
+        return tuple(sorted(repr(_canonical(v)) for v in value))
+    if isinstance(value, list | tuple):
+        return tuple(_canonical(v) for v in value)
+    return repr(value)
+
+
+def project_digest(facts: Sequence[Any]) -> str:
+    """A digest of the whole project index, stable across processes and runs."""
+    canonical = tuple(_canonical(item) for item in sorted(facts, key=lambda f: f.path))
+    return hashlib.sha256(repr(canonical).encode()).hexdigest()
