@@ -1,20 +1,33 @@
 """The project index: what one audit knows across files.
 
 Built in the engine's first pass from every candidate file: classes with their bases,
-methods, the attributes they own, and, per rule, whatever facts the rule collects for
+methods, the attributes they own (and the class of those whose class can be read off
+the source), every function's config-free skeleton for method summaries
+(:mod:`swacheck.analysis.summaries`), and, per rule, whatever facts the rule collects for
 cross-file reasoning (``Rule.collect_facts``). Everything here is plain picklable data
-so worker processes and the result cache can carry it.
+so worker processes and the result cache can carry it; config-aware results computed
+from it during the check are memoised per index (:meth:`ProjectIndex.memo`) and never
+pickled.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import libcst as cst
 
 from swacheck.analysis.names import dotted_name, target_name
+from swacheck.analysis.summaries import (
+    FunctionSkeleton,
+    annotation_class,
+    constructed_class,
+    module_skeletons,
+    params_of,
+)
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -39,6 +52,9 @@ class ClassInfo:
     fields: tuple[str, ...] = ()
     # Keyword names passed to ``cls(...)`` inside classmethods (factory-built attributes).
     factory_attributes: frozenset[str] = frozenset()
+    # ``self.<attr>`` -> class name, where the source says (``self.pool = Pool(...)``,
+    # ``self.pool = pool`` with ``pool: Pool``, a class-level ``pool: Pool``).
+    attribute_types: dict[str, str] = field(default_factory=dict)
 
     @property
     def owned_attributes(self) -> frozenset[str]:
@@ -55,6 +71,8 @@ class ModuleFacts:
     defined_functions: frozenset[str] = frozenset()
     # Per-rule facts, keyed by rule code.
     rule_facts: dict[str, Any] = field(default_factory=dict)
+    # Skeletons of module-level functions (``name``) and methods (``Class.name``).
+    functions: dict[str, FunctionSkeleton] = field(default_factory=dict)
 
 
 def _decorator_names(node: cst.FunctionDef | cst.ClassDef) -> tuple[str, ...]:
@@ -73,15 +91,38 @@ class _ClassCollector(cst.CSTVisitor):
     def __init__(self) -> None:
         self.self_attributes: set[str] = set()
         self.factory_attributes: set[str] = set()
+        self.attribute_types: dict[str, str] = {}
         self._classmethod_depth = 0
+        self._param_types: list[dict[str, str]] = []
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         if "classmethod" in _decorator_names(node):
             self._classmethod_depth += 1
+        types = {}
+        for param in params_of(node):
+            if param.annotation is not None:
+                cls = annotation_class(param.annotation.annotation)
+                if cls:
+                    types[param.name.value] = cls
+        self._param_types.append(types)
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
         if "classmethod" in _decorator_names(original_node):
             self._classmethod_depth -= 1
+        self._param_types.pop()
+
+    def _record_type(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
+        if not (
+            isinstance(target, cst.Attribute)
+            and isinstance(target.value, cst.Name)
+            and target.value.value == "self"
+        ):
+            return
+        cls = constructed_class(value)
+        if cls is None and isinstance(value, cst.Name) and self._param_types:
+            cls = self._param_types[-1].get(value.value)
+        if cls is not None:
+            self.attribute_types.setdefault(target.attr.value, cls)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:
         return False
@@ -100,9 +141,20 @@ class _ClassCollector(cst.CSTVisitor):
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             self._store(target.target)
+            self._record_type(target.target, node.value)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         self._store(node.target)
+        cls = annotation_class(node.annotation.annotation)
+        if (
+            cls
+            and isinstance(node.target, cst.Attribute)
+            and isinstance(node.target.value, cst.Name)
+            and node.target.value.value == "self"
+        ):
+            self.attribute_types.setdefault(node.target.attr.value, cls)
+        else:
+            self._record_type(node.target, node.value)
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         self._store(node.target)
@@ -117,6 +169,7 @@ class _ClassCollector(cst.CSTVisitor):
 def _class_info(node: cst.ClassDef, path: str, positions: Any) -> ClassInfo:
     methods: dict[str, MethodInfo] = {}
     fields_: list[str] = []
+    field_types: dict[str, str] = {}
     body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
     for stmt in body:
         if isinstance(stmt, cst.FunctionDef):
@@ -130,6 +183,9 @@ def _class_info(node: cst.ClassDef, path: str, positions: Any) -> ClassInfo:
                     name = target_name(small.target)
                     if name and isinstance(small.target, cst.Name):
                         fields_.append(name)
+                        cls = annotation_class(small.annotation.annotation)
+                        if cls:
+                            field_types[name] = cls
     collector = _ClassCollector()
     node.body.visit(collector)
     return ClassInfo(
@@ -142,6 +198,7 @@ def _class_info(node: cst.ClassDef, path: str, positions: Any) -> ClassInfo:
         is_dataclass=any(d.split(".")[-1] == "dataclass" for d in _decorator_names(node)),
         fields=tuple(fields_),
         factory_attributes=frozenset(collector.factory_attributes),
+        attribute_types={**field_types, **collector.attribute_types},
     )
 
 
@@ -161,7 +218,12 @@ def index_module(wrapper: cst.MetadataWrapper, path: str) -> ModuleFacts:
             functions.add(node.name.value)
 
     wrapper.module.visit(Visitor())
-    return ModuleFacts(path=path, classes=classes, defined_functions=frozenset(functions))
+    return ModuleFacts(
+        path=path,
+        classes=classes,
+        defined_functions=frozenset(functions),
+        functions=module_skeletons(wrapper.module, positions),
+    )
 
 
 class ProjectIndex:
@@ -169,12 +231,29 @@ class ProjectIndex:
 
     def __init__(self, modules: Iterable[ModuleFacts] = ()) -> None:
         self.modules: dict[str, ModuleFacts] = {m.path: m for m in modules}
+        self._memo: dict[Hashable, Any] = {}
         self._classes: dict[str, list[ClassInfo]] = {}
         self._functions: set[str] = set()
         for facts in self.modules.values():
             for info in facts.classes:
                 self._classes.setdefault(info.name, []).append(info)
             self._functions |= facts.defined_functions
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_memo"] = {}  # config-aware results stay in the process that made them
+        return state
+
+    def memo(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """Compute ``compute()`` once per index for ``key`` (e.g. the summary resolver)."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
+    def function(self, path: str, key: str) -> FunctionSkeleton | None:
+        """The skeleton of function ``key`` (``name`` or ``Class.name``) in ``path``."""
+        facts = self.modules.get(path)
+        return facts.functions.get(key) if facts is not None else None
 
     def defines_function(self, names: Iterable[str]) -> bool:
         """Whether any audited file defines a function or method with one of ``names``."""

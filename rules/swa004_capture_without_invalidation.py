@@ -1,0 +1,561 @@
+"""SWA004 capture-without-invalidation."""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from swacheck.analysis.names import call_name, dotted_name
+from swacheck.analysis.order import (
+    FunctionFlow,
+    config_terms,
+    function_flow,
+    order_rule_active,
+    scope_facts,
+)
+from swacheck.analysis.summaries import FILL, guard_key, is_swa_word, swa_guard_polarity
+from swacheck.analysis.writes import CALL, Event
+from swacheck.config import Config
+from swacheck.finding import Applicability, Fix
+from swacheck.rule import FixSafety, Invalid, Rule, Valid
+from swacheck.triggers import exact, word
+
+
+def is_forward_run(event: Event) -> bool:
+    """A call that runs the model: ``forward(...)``, ``self.model.forward_decode(...)``."""
+    return event.kind == CALL and event.name.lower().startswith("forward")
+
+
+def _is_graph_context(item: cst.WithItem) -> bool:
+    return isinstance(item.item, cst.Call) and call_name(item.item) == "graph"
+
+
+_RUNNER = """
+class CudaGraphRunner:
+    def replay_prepare(self, forward_batch):
+        if self.is_hybrid_swa:
+            self.model_runner.token_to_kv_pool.invalidate_loc_cache()
+        self.buffers.populate_from_forward_batch(forward_batch)
+
+    def _capture_graph(self, graph, pool, stream, run_once_fn):
+        with self.device_module.graph(graph, pool=pool, stream=stream):
+            out = run_once_fn()
+        return out
+"""
+
+_POOL_FILE = {
+    "pool.py": """
+class SWAKVPool:
+    def invalidate_loc_cache(self):
+        self._cached_loc_key = None
+"""
+}
+
+
+class CaptureWithoutInvalidation(Rule):
+    """
+    ## What it does
+    Flags a CUDA-graph warm-up or capture run that runs a forward (a call whose name
+    starts with `forward`) without invalidating the translation cache first. Capture runs
+    are: the body of `with torch.cuda.graph(...)` (any `*.graph(...)` context), the
+    code between `capture_begin()` and `capture_end()`, forwards in a loop of a
+    function that captures (the warm-up loop), and a local function (commonly
+    `run_once`) called in any of those places or passed to a `*capture*` call. Each
+    forward counts as a cache fill, so a warm-up iteration leaves the cache dirty
+    for the next one. Only SWA code is checked: the enclosing class (or module)
+    mentions SWA (`is_hybrid_swa`, `SWAKVPool`, ...) or a configured name.
+
+    ## Why is this bad?
+    A warm-up run that fills the translation cache makes the capture run hit the
+    cache: the captured graph then holds no gather kernel, and every replay reuses
+    the warm-up's SWA locations (I5). SGLang PR #25824 found exactly this
+    "warmup-1 cache pollution" and made every `run_once()` start with
+    `invalidate_loc_cache()`.
+
+    ## Fix safety
+    The fix inserts the invalidation at the top of the capture body, copied (with its
+    `if self.is_hybrid_swa:` guard, if it has one) from an invalidation the file
+    already makes. It is unsafe: check that the receiver is the right pool in that
+    scope.
+    """
+
+    code = "SWA004"
+    name = "capture-without-invalidation"
+    summary = "Graph warm-up/capture run that runs a forward without invalidating first"
+    fix_safety = FixSafety.UNSAFE
+    config_keys = ("invalidate-methods", "translate-methods", "mapping-attributes")
+    invariant = "I5"
+    origin = "SGLang PR #25824 item 4"
+
+    VALID = [
+        # #25824's fix: run_once starts with the (guarded) invalidation
+        Valid(
+            _RUNNER
+            + """
+    def capture_one_batch_size(self, bs, forward):
+        def run_once():
+            if self.is_hybrid_swa:
+                self.model_runner.token_to_kv_pool.invalidate_loc_cache()
+            return forward(self.input_ids[:bs], self.positions[:bs])
+
+        for _ in range(2):
+            self.device_module.synchronize()
+            run_once()
+        return self._capture_graph(self.graph, None, self.stream, run_once)
+""",
+            files=_POOL_FILE,
+        ),
+        # the invalidation through a helper of the same class
+        Valid(
+            _RUNNER
+            + """
+    def _reset_swa(self):
+        self.model_runner.token_to_kv_pool.invalidate_loc_cache()
+
+    def capture_one_batch_size(self, bs, forward):
+        def run_once():
+            self._reset_swa()
+            return forward(self.input_ids[:bs])
+
+        for _ in range(2):
+            run_once()
+        return self._capture_graph(self.graph, None, self.stream, run_once)
+""",
+            files=_POOL_FILE,
+        ),
+        # the pool's helper in another file (attribute of known class)
+        Valid(
+            """
+import torch
+from pool import SWAKVPool
+
+class Runner:
+    def __init__(self, pool: SWAKVPool):
+        self.pool = pool
+
+    def capture(self, batch):
+        for _ in range(3):
+            self.pool.reset_for_forward()
+            self.model.forward(batch)
+        with torch.cuda.graph(self.graph):
+            self.pool.reset_for_forward()
+            self.model.forward(batch)
+""",
+            files={
+                "pool.py": """
+class SWAKVPool:
+    def invalidate_loc_cache(self):
+        self._cached_loc_key = None
+
+    def reset_for_forward(self):
+        self.invalidate_loc_cache()
+"""
+            },
+        ),
+        # capture_begin/capture_end with an invalidation just before the capture
+        Valid(
+            """
+class Runner:
+    def capture(self, graph, batch):
+        self.model.forward(batch)
+        self.token_to_kv_pool.invalidate_loc_cache()
+        graph.capture_begin()
+        out = self.model.forward(batch)
+        graph.capture_end()
+        return out
+
+    def invalidate_loc_cache(self):
+        pass
+"""
+        ),
+        # not SWA code: a plain runner in its own module
+        Valid(
+            """
+import torch
+
+class Runner:
+    def capture(self, batch):
+        for _ in range(2):
+            self.model.forward(batch)
+        with torch.cuda.graph(self.graph):
+            self.model.forward(batch)
+""",
+            files={"pool.py": "class P:\n    def invalidate_loc_cache(self):\n        pass\n"},
+        ),
+    ]
+    INVALID = [
+        # #25824 item 4: run_once has no invalidation; warm-up pollutes the capture
+        Invalid(
+            _RUNNER
+            + """
+    def capture_one_batch_size(self, bs, forward):
+        def run_once():
+            return forward(self.input_ids[:bs], self.positions[:bs])
+
+        for _ in range(2):
+            self.device_module.synchronize()
+            run_once()
+        return self._capture_graph(self.graph, None, self.stream, run_once)
+""",
+            line=15,
+            files=_POOL_FILE,
+            fixed=_RUNNER
+            + """
+    def capture_one_batch_size(self, bs, forward):
+        def run_once():
+            if self.is_hybrid_swa:
+                self.model_runner.token_to_kv_pool.invalidate_loc_cache()
+            return forward(self.input_ids[:bs], self.positions[:bs])
+
+        for _ in range(2):
+            self.device_module.synchronize()
+            run_once()
+        return self._capture_graph(self.graph, None, self.stream, run_once)
+""",
+        ),
+        # the invalidation comes after the forward, or on one branch only
+        Invalid(
+            _RUNNER
+            + """
+    def capture_one_batch_size(self, bs, forward, dp):
+        def run_once():
+            if dp:
+                self.model_runner.token_to_kv_pool.invalidate_loc_cache()
+            out = forward(self.input_ids[:bs])
+            self.model_runner.token_to_kv_pool.invalidate_loc_cache()
+            return out
+
+        for _ in range(2):
+            run_once()
+        return self._capture_graph(self.graph, None, self.stream, run_once)
+""",
+            line=17,
+            files=_POOL_FILE,
+        ),
+        # inline capture after a warm-up loop; the invalidation before the loop runs once
+        Invalid(
+            """
+import torch
+
+class Runner:
+    def capture(self, batch):
+        self.token_to_kv_pool.invalidate_loc_cache()
+        for _ in range(2):
+            self.model.forward(batch)
+        with torch.cuda.graph(self.graph):
+            out = self.model.forward(batch)
+        return out
+
+    def invalidate_loc_cache(self):
+        pass
+""",
+            line=10,
+        ),
+        # capture_begin/capture_end right after a warm-up forward
+        Invalid(
+            """
+class Runner:
+    def capture(self, graph, batch):
+        self.token_to_kv_pool.invalidate_loc_cache()
+        self.model.forward(batch)
+        graph.capture_begin()
+        out = self.model.forward(batch)
+        graph.capture_end()
+        return out
+
+    def invalidate_loc_cache(self):
+        pass
+""",
+            line=7,
+        ),
+        # an inherited helper (another file) that only fills, no invalidation
+        Invalid(
+            """
+from base import BaseRunner
+
+class HybridSWARunner(BaseRunner):
+    def capture_one_batch_size(self, bs, forward):
+        def run_once():
+            self.prepare_swa(bs)
+            return forward(self.input_ids[:bs])
+
+        for _ in range(2):
+            run_once()
+        return self._capture_graph(self.graph, None, self.stream, run_once)
+""",
+            line=8,
+            files={
+                "base.py": """
+class BaseRunner:
+    def invalidate_loc_cache(self):
+        pass
+
+    def prepare_swa(self, bs):
+        self.pool.translate_loc_from_full_to_swa(self.out_cache_loc[:bs])
+"""
+            },
+        ),
+        # custom names from [tool.swacheck]
+        Invalid(
+            """
+import torch
+
+class Runner:
+    def flush_translations(self):
+        pass
+
+    def capture(self, batch):
+        for _ in range(2):
+            self.model.forward(batch)
+        with torch.cuda.graph(self.graph):
+            out = self.model.forward(batch)
+        return out
+""",
+            line=12,
+            config={"invalidate-methods": ["flush_translations"]},
+        ),
+    ]
+
+    @classmethod
+    def triggers(cls, config: Config) -> frozenset[str] | None:
+        """An SWA word and the configured names.
+
+        A finding needs SWA code: the enclosing class or module mentions an SWA word
+        (``is_swa_word``: ``SWA``, or ``swa`` as a whole word) or a configured name.
+        The configured names also make every file that takes part in summaries a
+        candidate, and the file defining the invalidation method (the scope rule) too.
+        """
+        return frozenset({word("swa"), exact("SWA"), *config_terms(config)})
+
+    @classmethod
+    def is_active(cls, project) -> bool:  # type: ignore[no-untyped-def]
+        return order_rule_active(cls.code, project)
+
+    @classmethod
+    def collect_facts(cls, context):  # type: ignore[no-untyped-def]
+        return scope_facts(context)
+
+    # -- which code is SWA code ----------------------------------------------------
+
+    def _swa_related(self, function: cst.FunctionDef) -> bool:
+        outer = self.context.enclosing(function, cst.ClassDef)
+        scope: cst.CSTNode = outer if outer is not None else self.context.module
+
+        def compute() -> bool:
+            text = (
+                self.context.text
+                if scope is self.context.module
+                else self.context.module.code_for_node(scope)
+            )
+            if any(t in text for t in config_terms(self.context.config)):
+                return True
+            return any(is_swa_word(word) for word in re.findall(r"\w*swa\w*", text, re.I))
+
+        return self.context.memo(("SWA004.related", id(scope)), compute)
+
+    # -- capture structure ------------------------------------------------------------
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        flow = function_flow(self.context, node)
+        regions = self._regions(flow)
+        capture_args = self._closures_passed_to_capture(flow)
+        capturing = bool(regions) or bool(capture_args)
+        if not capturing or not self._swa_related(node):
+            return
+        in_loop = self._loop_nodes(flow)
+        # Forward runs directly in this function.
+        checked = FunctionFlow(self.context, node, extra=self._fill_on_forward)
+        for cfg_node, position, step in self._forwards(checked):
+            if (cfg_node in regions or cfg_node in in_loop) and not checked.data.clean_before(
+                cfg_node, position
+            ):
+                where = "graph capture" if cfg_node in regions else "graph warm-up loop"
+                self._report(step.event, None, where)
+        # Local functions run as capture bodies.
+        bodies = set(capture_args)
+        for name in flow.closures:
+            for cfg_node, steps in enumerate(flow.analysis.events):
+                if (cfg_node in regions or cfg_node in in_loop) and any(
+                    e.kind == CALL and e.receiver is None and e.name == name for e in steps
+                ):
+                    bodies.add(name)
+        for name in sorted(bodies):
+            closure = flow.closures.get(name)
+            if closure is not None:
+                self._check_body(closure)
+
+    @staticmethod
+    def _fill_on_forward(event: Event) -> list[str]:
+        return [FILL] if is_forward_run(event) else []
+
+    @staticmethod
+    def _forwards(flow: FunctionFlow):  # type: ignore[no-untyped-def]
+        reach = flow.data.reach
+        for cfg_node, steps in enumerate(flow.steps):
+            if cfg_node not in reach:
+                continue
+            for position, step in enumerate(steps):
+                if step.kind == FILL and is_forward_run(step.event):
+                    yield cfg_node, position, step
+
+    def _regions(self, flow: FunctionFlow) -> set[int]:
+        """CFG nodes run under a graph context or between capture_begin/capture_end."""
+        cfg = flow.cfg
+        region: set[int] = set()
+        for cfg_node in cfg.nodes:
+            stmt = cfg_node.stmt
+            if (
+                cfg_node.kind == "with"
+                and isinstance(stmt, cst.With)
+                and any(_is_graph_context(item) for item in stmt.items)
+            ):
+                region |= self._inside(flow, stmt)
+        for cfg_node, events in enumerate(flow.analysis.events):
+            if any(e.kind == CALL and e.name == "capture_begin" for e in events):
+                stack = list(cfg.nodes[cfg_node].succs)
+                while stack:
+                    current = stack.pop()
+                    if current in region:
+                        continue
+                    region.add(current)
+                    if any(
+                        e.kind == CALL and e.name == "capture_end"
+                        for e in flow.analysis.events[current]
+                    ):
+                        continue
+                    stack.extend(cfg.nodes[current].succs)
+        return region
+
+    @staticmethod
+    def _inside(flow: FunctionFlow, compound: cst.CSTNode) -> set[int]:
+        """The CFG nodes of the statements nested in ``compound``'s body."""
+        out: set[int] = set()
+
+        class Collect(cst.CSTVisitor):
+            def on_visit(self, node: cst.CSTNode) -> bool:
+                for cfg_node in flow.cfg.nodes_of(node):
+                    out.add(cfg_node.id)
+                return not isinstance(node, cst.FunctionDef | cst.ClassDef | cst.Lambda)
+
+        body = getattr(compound, "body", None)
+        if body is not None:
+            body.visit(Collect())
+        return out
+
+    def _loop_nodes(self, flow: FunctionFlow) -> set[int]:
+        out: set[int] = set()
+        for cfg_node in flow.cfg.nodes:
+            if cfg_node.kind in ("for", "while") and cfg_node.stmt is not None:
+                out |= self._inside(flow, cfg_node.stmt)
+        return out
+
+    @staticmethod
+    def _closures_passed_to_capture(flow: FunctionFlow) -> set[str]:
+        out: set[str] = set()
+        for events in flow.analysis.events:
+            for event in events:
+                if event.kind != CALL or "capture" not in event.name.lower():
+                    continue
+                for arg in event.node.args:
+                    if isinstance(arg.value, cst.Name) and arg.value.value in flow.closures:
+                        out.add(arg.value.value)
+        return out
+
+    def _check_body(self, closure: cst.FunctionDef) -> None:
+        checked = FunctionFlow(self.context, closure, extra=self._fill_on_forward)
+        for cfg_node, position, step in self._forwards(checked):
+            if not checked.data.clean_before(cfg_node, position):
+                self._report(step.event, closure, f"capture body `{closure.name.value}()`")
+                return
+
+    # -- reporting ----------------------------------------------------------------------
+
+    def _report(self, event: Event, closure: cst.FunctionDef | None, where: str) -> None:
+        method = self.context.config.invalidate_methods[0]
+        callee = f"{event.receiver}.{event.name}" if event.receiver else event.name
+        self.report(
+            event.node,
+            f"The {where} runs `{callee}()` without `{method}()` first: a warm-up run's "
+            f"cached translation would be captured into the graph (I5)",
+            fix=self._fix(closure) if closure is not None else None,
+        )
+
+    def _fix(self, closure: cst.FunctionDef) -> Fix | None:
+        snippet = self._existing_invalidation()
+        if snippet is None:
+            return None
+        lines, root = snippet
+        if root != "self":
+            return None
+        outer = self.context.enclosing(closure, cst.FunctionDef)
+        if outer is None or not outer.params.params or outer.params.params[0].name.value != "self":
+            return None
+        body = closure.body
+        if not isinstance(body, cst.IndentedBlock) or not body.body:
+            return None
+        anchor = body.body[0]
+        if (
+            isinstance(anchor, cst.SimpleStatementLine)
+            and isinstance(anchor.body[0], cst.Expr)
+            and isinstance(anchor.body[0].value, cst.SimpleString | cst.ConcatenatedString)
+        ):
+            if len(body.body) < 2:
+                return None
+            anchor = body.body[1]
+        return self.context.insert_statements(
+            anchor,
+            lines,
+            "Invalidate the translation cache at the top of the capture body",
+            after=False,
+            applicability=Applicability.UNSAFE,
+        )
+
+    def _existing_invalidation(self) -> tuple[list[str], str] | None:
+        """An invalidation the file already makes: its lines (guard kept) and root name."""
+        names = self.context.names
+        module = self.context.module
+
+        def compute() -> tuple[list[str], str] | None:
+            found: list[tuple[list[str], str]] = []
+
+            class Visitor(cst.CSTVisitor):
+                def visit_If(self, node: cst.If) -> None:
+                    key = guard_key(node.test)
+                    if key is None or swa_guard_polarity(key, names) is not True:
+                        return
+                    body = node.body
+                    if not isinstance(body, cst.IndentedBlock) or len(body.body) != 1:
+                        return
+                    call = _invalidation_call(body.body[0], names)
+                    if call is not None:
+                        test = module.code_for_node(node.test)
+                        found.append(
+                            ([f"if {test}:", f"    {module.code_for_node(call)}"], _root(call))
+                        )
+
+                def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+                    call = _invalidation_call(node, names)
+                    if call is not None:
+                        found.append(([module.code_for_node(call)], _root(call)))
+
+            module.visit(Visitor())
+            return found[0] if found else None
+
+        return self.context.memo(("SWA004.snippet",), compute)
+
+
+def _invalidation_call(stmt: cst.CSTNode, names) -> cst.Call | None:  # type: ignore[no-untyped-def]
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+        return None
+    small = stmt.body[0]
+    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+        call = small.value
+        if not call.args and names.is_invalidate(call_name(call) or ""):
+            return call
+    return None
+
+
+def _root(call: cst.Call) -> str:
+    name = dotted_name(call.func) or ""
+    return name.split(".", 1)[0]

@@ -1,0 +1,318 @@
+"""SWA005 dispatch-before-invalidation."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from swacheck.analysis.order import (
+    FunctionFlow,
+    config_terms,
+    function_flow,
+    order_rule_active,
+    scope_facts,
+)
+from swacheck.analysis.writes import CALL, Event
+from swacheck.config import Config
+from swacheck.rule import Invalid, Rule, Valid
+
+
+def is_replay(event: Event) -> bool:
+    return event.kind == CALL and event.name.startswith("replay")
+
+
+def is_eager_forward(event: Event, own_name: str) -> bool:
+    """``self.forward_decode(...)``, ``self.model.forward(...)``, ``init_forward_metadata``."""
+    if event.kind != CALL or event.name == own_name:
+        return False
+    return event.name.startswith("forward") or event.name == "init_forward_metadata"
+
+
+class DispatchBeforeInvalidation(Rule):
+    """
+    ## What it does
+    In a function that dispatches a forward both to CUDA-graph replay (a `replay*`
+    call) and to an eager path (`forward*` calls, `init_forward_metadata`), and that
+    calls an invalidation method itself, flags every dispatch that some path reaches
+    without passing an invalidation first: the invalidation must dominate all
+    dispatches, replay included. Invalidations through helpers (same class, bases,
+    other files of the audit) count; a mode guard (`if self.is_hybrid_swa:`) is taken
+    as true.
+
+    ## Why is this bad?
+    Every forward path (eager, graph replay, piecewise, breakable) must start from an
+    invalidated translation cache (I6), or the attention metadata built for the batch
+    translates a previous batch's locations from a stale cache entry. SGLang PR
+    #26152 moved `self.token_to_kv_pool.invalidate_loc_cache()` in `_forward_raw` from
+    the eager path, after the `if can_run_graph: return replay(...)` early return, to
+    before it: graph replays had been running on the previous batch's cache (and
+    logging a warning on every step).
+    """
+
+    code = "SWA005"
+    name = "dispatch-before-invalidation"
+    summary = "Forward dispatch reachable without invalidating the translation cache"
+    config_keys = ("invalidate-methods", "translate-methods", "mapping-attributes")
+    invariant = "I6"
+    origin = "SGLang PR #26152"
+
+    VALID = [
+        # #26152's fix: invalidate before choosing replay or eager
+        Valid(
+            """
+class ModelRunner:
+    def _forward_raw(self, forward_batch, can_run_graph):
+        if self.is_hybrid_swa:
+            self.token_to_kv_pool.invalidate_loc_cache()
+        if can_run_graph:
+            ret = self.graph_runner.replay(forward_batch)
+            return ret
+        if forward_batch.forward_mode.is_decode():
+            return self.forward_decode(forward_batch)
+        return self.forward_extend(forward_batch)
+""",
+            files={"pool.py": "class Pool:\n    def invalidate_loc_cache(self):\n        pass\n"},
+        ),
+        # an early return that dispatches nothing needs no invalidation
+        Valid(
+            """
+class ModelRunner:
+    def invalidate_loc_cache(self):
+        pass
+
+    def forward(self, batch):
+        if batch is None:
+            return None
+        self.invalidate_loc_cache()
+        if self.can_run(batch):
+            return self.graph_runner.replay(batch)
+        return self.forward_decode(batch)
+"""
+        ),
+        # the invalidation through a helper of the same class, in a try/finally
+        Valid(
+            """
+class ModelRunner:
+    def invalidate_loc_cache(self):
+        pass
+
+    def _reset_swa(self):
+        self.token_to_kv_pool.invalidate_loc_cache()
+
+    def forward(self, batch):
+        try:
+            self._reset_swa()
+            if self.can_run(batch):
+                return self.graph_runner.replay(batch)
+            return self.forward_extend(batch)
+        finally:
+            self.invalidate_loc_cache()
+"""
+        ),
+        # a dispatcher that never invalidates is left to its caller
+        Valid(
+            """
+class ModelRunner:
+    def invalidate_loc_cache(self):
+        pass
+
+    def _forward_raw(self, batch, can_run_graph):
+        if can_run_graph:
+            return self.graph_runner.replay(batch)
+        return self.forward_decode(batch)
+"""
+        ),
+        # loops: each iteration invalidates before its dispatch
+        Valid(
+            """
+class ModelRunner:
+    def invalidate_loc_cache(self):
+        pass
+
+    def forward_split(self, batches):
+        for batch in batches:
+            self.invalidate_loc_cache()
+            if self.can_run(batch):
+                self.graph_runner.replay(batch)
+            else:
+                self.forward_extend(batch)
+"""
+        ),
+    ]
+    INVALID = [
+        # #26152: the replay branch returns before the invalidation
+        Invalid(
+            """
+class ModelRunner:
+    def _forward_raw(self, forward_batch, can_run_graph):
+        if can_run_graph:
+            ret = self.graph_runner.replay(forward_batch)
+            return ret
+        forward_batch.prepare_attn_tp_scatter_input(self)
+        if self.is_hybrid_swa:
+            self.token_to_kv_pool.invalidate_loc_cache()
+        if forward_batch.forward_mode.is_decode():
+            return self.forward_decode(forward_batch)
+        return self.forward_extend(forward_batch)
+""",
+            line=5,
+            files={"pool.py": "class Pool:\n    def invalidate_loc_cache(self):\n        pass\n"},
+        ),
+        # the invalidation sits in one branch only
+        Invalid(
+            """
+class ModelRunner:
+    def invalidate_loc_cache(self):
+        pass
+
+    def forward(self, batch):
+        if batch.forward_mode.is_decode():
+            self.invalidate_loc_cache()
+        if self.can_run(batch):
+            return self.piecewise_cuda_graph_runner.replay(batch)
+        return self.forward_extend(batch)
+""",
+            line=10,
+        ),
+        # the invalidation comes after the dispatch
+        Invalid(
+            """
+class ModelRunner:
+    def invalidate_loc_cache(self):
+        pass
+
+    def forward(self, batch):
+        if self.can_run(batch):
+            out = self.graph_runner.replay(batch)
+        else:
+            out = self.forward_decode(batch)
+        self.invalidate_loc_cache()
+        return out
+""",
+            line=8,
+        ),
+        # inherited helper (another file) invalidates, but only on the eager path
+        Invalid(
+            """
+from base import BaseRunner
+
+class ModelRunner(BaseRunner):
+    def forward(self, batch):
+        if self.can_run(batch):
+            return self.graph_runner.replay(batch)
+        self._reset_swa()
+        self.token_to_kv_pool.invalidate_loc_cache()
+        return self.forward_extend(batch)
+""",
+            line=7,
+            files={
+                "base.py": """
+class BaseRunner:
+    def invalidate_loc_cache(self):
+        pass
+
+    def _reset_swa(self):
+        self.invalidate_loc_cache()
+"""
+            },
+        ),
+        # custom names from [tool.swacheck]
+        Invalid(
+            """
+class ModelRunner:
+    def flush_translations(self):
+        pass
+
+    def forward(self, batch):
+        if self.can_run(batch):
+            return self.graph_runner.replay(batch)
+        self.pool.flush_translations()
+        return self.forward_decode(batch)
+""",
+            line=8,
+            config={"invalidate-methods": ["flush_translations"]},
+        ),
+    ]
+
+    @classmethod
+    def triggers(cls, config: Config) -> frozenset[str] | None:
+        """Mapping, invalidation and translation names.
+
+        A finding needs a dispatcher that itself calls an invalidation method by name,
+        so its file holds an invalidation name. The other names are added so that every
+        file that takes part in summaries is parsed, whichever order rules are selected
+        (see ``order.relevant_text``), and the file defining the invalidation method
+        (the scope rule) always is.
+        """
+        return config_terms(config)
+
+    @classmethod
+    def is_active(cls, project) -> bool:  # type: ignore[no-untyped-def]
+        return order_rule_active(cls.code, project)
+
+    @classmethod
+    def collect_facts(cls, context):  # type: ignore[no-untyped-def]
+        return scope_facts(context)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        flow = function_flow(self.context, node)
+        names = self.context.names
+        dispatches: list[tuple[int, int, Event]] = []
+        direct_invalidation = False
+        reach = flow.data.reach
+        for cfg_node, steps in enumerate(flow.analysis.events):
+            if cfg_node not in reach:
+                continue
+            for event in steps:
+                if event.kind == CALL and names.is_invalidate(event.name):
+                    direct_invalidation = True
+                if is_replay(event) or is_eager_forward(event, flow.name):
+                    dispatches.append((cfg_node, self._position(flow, cfg_node, event), event))
+        if not direct_invalidation:
+            return
+        if not any(is_replay(e) for _, _, e in dispatches):
+            return
+        if not any(is_eager_forward(e, flow.name) for _, _, e in dispatches):
+            return
+        for cfg_node, position, event in dispatches:
+            if flow.invalidated_before(cfg_node, position):
+                continue
+            self._report(flow, cfg_node, event)
+
+    @staticmethod
+    def _position(flow: FunctionFlow, cfg_node: int, event: Event) -> int:
+        """The effect position an event's effects would start at (its call runs there)."""
+        for position, step in enumerate(flow.steps[cfg_node]):
+            if step.event is event:
+                return position
+        # Events with no effect of their own: count the effects of earlier events.
+        count = 0
+        for other in flow.analysis.events[cfg_node]:
+            if other is event:
+                return count
+            count += sum(1 for s in flow.steps[cfg_node] if s.event is other)
+        return count
+
+    def _report(self, flow: FunctionFlow, cfg_node: int, event: Event) -> None:
+        method = self.context.config.invalidate_methods[0]
+        kind = "graph replay" if is_replay(event) else "eager forward"
+        callee = f"{event.receiver}.{event.name}" if event.receiver else event.name
+        how = flow.describe_entry_path(cfg_node)
+        where = f" {how}," if how else ""
+        invalidations = sorted(
+            {
+                step.event.line
+                for steps in flow.steps
+                for step in steps
+                if step.kind == "inv" and step.event.line
+            }
+        )
+        at = (
+            f" (the invalidation at line {invalidations[0]} does not precede it on every path)"
+            if invalidations
+            else ""
+        )
+        self.report(
+            event.node,
+            f"{kind.capitalize()} `{callee}()` is reached{where} without "
+            f"`{method}()` first{at}; invalidate before dispatching (I6)",
+        )

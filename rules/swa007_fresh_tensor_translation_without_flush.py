@@ -1,0 +1,380 @@
+"""SWA007 fresh-tensor-translation-without-flush."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from swacheck.analysis.aliases import strip_views
+from swacheck.analysis.order import (
+    FunctionFlow,
+    config_terms,
+    function_flow,
+    order_rule_active,
+    scope_facts,
+)
+from swacheck.analysis.summaries import FILL
+from swacheck.analysis.writes import CALL, WRITE, is_inplace_method
+from swacheck.config import Config
+from swacheck.rule import Invalid, Rule, Valid
+
+# The batch's own location tensor (what ``set_kv_buffer`` translates); translating it
+# (or a slice of it) is the cache's normal use.
+BATCH_LOCATION_NAMES = frozenset({"out_cache_loc"})
+
+_POOL = """
+class SWAKVPool:
+    def invalidate_loc_cache(self):
+        self._cached_loc_key = None
+
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        return self.full_to_swa_index_mapping[kv_indices]
+"""
+
+
+class FreshTensorTranslationWithoutFlush(Rule):
+    """
+    ## What it does
+    Flags a call of a translation method (`translate-methods`) on a freshly computed
+    index tensor (one this function creates, or fills in place, by a kernel launch
+    or through `out=`, such as `window_kv_indices`) that is not bracketed by
+    invalidations: some path reaches the call without an invalidation since the last
+    fill, or leaves it without an invalidation before the next fill or the end of the
+    function. Translating the batch's own location tensor (`out_cache_loc`,
+    `forward_batch.out_cache_loc`, slices and aliases of it) or a tensor of unknown
+    origin (a parameter) is the cache's normal use and is not flagged; neither is a
+    call on a pool whose class the audit knows and which does not cache (no
+    invalidation method, or a no-op one).
+
+    ## Why is this bad?
+    The pool memoises one translation keyed on the location tensor (I7). Translating
+    a fresh tensor without a flush first hits the key of the previous batch's tensor
+    (spurious "loc tensor changed" warnings, or a stale hit if the new tensor reuses
+    its address); without a flush after, the fresh tensor's translation stays cached
+    and the next `set_kv_buffer` on `out_cache_loc` misses or, worse, hits it. SGLang
+    PR #26152 bracketed the translation of `window_kv_indices` in
+    `update_sliding_window_buffer` with `invalidate_loc_cache()` before and after.
+    """
+
+    code = "SWA007"
+    name = "fresh-tensor-translation-without-flush"
+    summary = "Translation of a freshly computed index tensor not bracketed by invalidations"
+    config_keys = ("translate-methods", "invalidate-methods", "mapping-attributes")
+    invariant = "I7"
+    origin = "SGLang PR #26152"
+
+    VALID = [
+        # #26152's fix: flush before and after
+        Valid(
+            """
+import torch
+
+def update_sliding_window_buffer(window_kv_indptr, bs, token_to_kv_pool=None):
+    window_kv_indices = torch.empty(window_kv_indptr[-1], dtype=torch.int32)
+    create_kv_indices_triton[(bs,)](window_kv_indptr, window_kv_indices)
+    if hasattr(token_to_kv_pool, "translate_loc_from_full_to_swa"):
+        kv_last_index = window_kv_indptr[-1]
+        token_to_kv_pool.invalidate_loc_cache()
+        window_kv_indices[:kv_last_index] = token_to_kv_pool.translate_loc_from_full_to_swa(
+            window_kv_indices[:kv_last_index]
+        )
+        token_to_kv_pool.invalidate_loc_cache()
+    return window_kv_indices
+""",
+            files={"pool.py": _POOL},
+        ),
+        # the batch's own locations are what the cache is for
+        Valid(
+            _POOL
+            + """
+    def set_kv_buffer(self, layer, loc):
+        loc = self.translate_loc_from_full_to_swa(loc)
+        self.swa_kv_pool.set_kv_buffer(None, loc)
+
+    def prepare(self, forward_batch, bs):
+        out_loc = forward_batch.out_cache_loc[:bs]
+        return self.translate_loc_from_full_to_swa(out_loc)
+"""
+        ),
+        # a flush through a helper in another file, in a loop
+        Valid(
+            """
+import torch
+from pool import SWAKVPool
+
+class Backend:
+    def __init__(self, pool: SWAKVPool):
+        self.pool = pool
+
+    def update(self, chunks):
+        for chunk in chunks:
+            indices = torch.cat(chunk)
+            self.pool.flush()
+            self.pool.translate_loc_from_full_to_swa(indices)
+            self.pool.flush()
+""",
+            files={
+                "pool.py": _POOL
+                + """
+    def flush(self):
+        self.invalidate_loc_cache()
+"""
+            },
+        ),
+        # a pool the audit knows does not cache (no-op invalidation)
+        Valid(
+            """
+import torch
+from pool import BaseSWAKVPool
+
+def translate_window(pool: BaseSWAKVPool, n):
+    idx = torch.arange(n)
+    return pool.translate_loc_from_full_to_swa(idx)
+""",
+            files={
+                "pool.py": """
+class BaseSWAKVPool:
+    def invalidate_loc_cache(self):
+        pass
+
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        return kv_indices
+"""
+            },
+        ),
+    ]
+    INVALID = [
+        # #26152: window_kv_indices translated with no flush around it
+        Invalid(
+            """
+import torch
+
+def update_sliding_window_buffer(window_kv_indptr, bs, token_to_kv_pool_allocator=None):
+    window_kv_indices = torch.empty(window_kv_indptr[-1], dtype=torch.int32)
+    create_kv_indices_triton[(bs,)](window_kv_indptr, window_kv_indices)
+    if hasattr(token_to_kv_pool_allocator, "translate_loc_from_full_to_swa"):
+        kv_last_index = window_kv_indptr[-1]
+        window_kv_indices[:kv_last_index] = (
+            token_to_kv_pool_allocator.translate_loc_from_full_to_swa(
+                window_kv_indices[:kv_last_index]
+            )
+        )
+    return window_kv_indices
+""",
+            line=10,
+            files={"pool.py": _POOL},
+        ),
+        # a parameter filled in place by a kernel here is fresh too; flush only before
+        Invalid(
+            """
+def update_window(window_kv_indptr, bs, token_to_kv_pool, window_kv_indices):
+    create_kv_indices_triton[(bs,)](window_kv_indptr, window_kv_indices)
+    token_to_kv_pool.invalidate_loc_cache()
+    out = token_to_kv_pool.translate_loc_from_full_to_swa(window_kv_indices)
+    return out
+""",
+            line=5,
+            files={"pool.py": _POOL},
+        ),
+        # the early return skips the flush after
+        Invalid(
+            """
+import torch
+
+class Backend:
+    def window(self, n, early):
+        idx = torch.arange(n, device=self.device)
+        self.pool.invalidate_loc_cache()
+        swa = self.pool.translate_loc_from_full_to_swa(idx)
+        if early:
+            return swa
+        self.pool.invalidate_loc_cache()
+        return swa
+""",
+            line=8,
+            files={"pool.py": _POOL},
+        ),
+        # in a loop, one flush before the loop covers only the first iteration
+        Invalid(
+            """
+import torch
+
+class Backend:
+    def windows(self, chunks):
+        self.pool.invalidate_loc_cache()
+        for chunk in chunks:
+            idx = torch.cat(chunk)
+            self.pool.translate_loc_from_full_to_swa(idx)
+        self.pool.invalidate_loc_cache()
+""",
+            line=9,
+            files={"pool.py": _POOL},
+        ),
+        # custom names from [tool.swacheck]
+        Invalid(
+            """
+import torch
+
+class Pool:
+    def flush_translations(self):
+        self._cache = None
+
+    def to_swa(self, idx):
+        return self.table[idx]
+
+    def window(self, n):
+        return self.to_swa(torch.arange(n))
+""",
+            line=12,
+            config={
+                "translate-methods": ["to_swa"],
+                "invalidate-methods": ["flush_translations"],
+                "mapping-attributes": ["table"],
+            },
+        ),
+    ]
+
+    @classmethod
+    def triggers(cls, config: Config) -> frozenset[str] | None:
+        """Mapping, invalidation and translation names.
+
+        A finding sits on a call of a translation method by name, so its file holds a
+        translation name; the other names make every file that takes part in summaries
+        (``order.relevant_text``) and the file defining the invalidation method (the
+        scope rule) candidates, whichever order rules are selected.
+        """
+        return config_terms(config)
+
+    @classmethod
+    def is_active(cls, project) -> bool:  # type: ignore[no-untyped-def]
+        return order_rule_active(cls.code, project)
+
+    @classmethod
+    def collect_facts(cls, context):  # type: ignore[no-untyped-def]
+        return scope_facts(context)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        names = self.context.names
+        if names.is_translate(node.name.value) or names.is_invalidate(node.name.value):
+            return
+        flow = function_flow(self.context, node)
+        fresh_names: set[str] | None = None
+        for cfg_node, position, step in flow.positions_of(FILL):
+            event = step.event
+            if event.kind != CALL or not names.is_translate(event.name):
+                continue
+            call = event.node
+            args = [a.value for a in call.args]
+            if not args:
+                continue
+            if fresh_names is None:
+                fresh_names = self._fresh_names(flow)
+            described = self._fresh(args[0], flow, fresh_names)
+            if described is None or not self._callee_caches(flow, event):
+                continue
+            before = flow.data.clean_before(cfg_node, position)
+            after = flow.data.covered_after(cfg_node, position, stop_at_fill=True)
+            if before and after:
+                continue
+            method = self.context.config.invalidate_methods[0]
+            missing = [side for side, ok in (("before", before), ("after", after)) if not ok]
+            self.report(
+                call,
+                f"Translation of the freshly computed `{described}` is not bracketed by "
+                f"`{method}()`: no flush {' and '.join(missing)} it on every path (I7)",
+            )
+
+    # -- what is fresh --------------------------------------------------------------
+
+    def _fresh(self, arg: cst.BaseExpression, flow: FunctionFlow, fresh: set[str]) -> str | None:
+        """A short description of ``arg`` when it is a fresh tensor, else None."""
+        base, _ = strip_views(arg)
+        code = self.context.module.code_for_node(base)
+        if isinstance(base, cst.Attribute):
+            if base.attr.value in BATCH_LOCATION_NAMES:
+                return None
+            written = False
+            for events in flow.analysis.events:
+                for event in events:
+                    if event.kind == WRITE and event.name == base.attr.value:
+                        written = True
+            return code if written else None
+        if isinstance(base, cst.Name):
+            if base.value in BATCH_LOCATION_NAMES:
+                return None
+            return base.value if base.value in fresh else None
+        if isinstance(base, cst.Call):
+            return code if len(code) <= 40 else code[:37] + "..."
+        return None
+
+    def _fresh_names(self, flow: FunctionFlow) -> set[str]:
+        """Names holding a tensor computed in this function.
+
+        A local bound (on every binding) to a computation, or any name written in place
+        here (``x.copy_(...)``, ``x[i] = ...``, ``kernel[grid](..., x)``, ``out=x``); a
+        local bound to a slice/alias of the batch locations or of a parameter is not.
+        """
+        params = set(flow.analysis.params)
+        computed: dict[str, bool] = {}
+        written: set[str] = set()
+
+        class Visitor(cst.CSTVisitor):
+            def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+                return node is flow.function
+
+            def visit_Lambda(self, node: cst.Lambda) -> bool:
+                return False
+
+            def visit_Assign(self, node: cst.Assign) -> None:
+                for target in node.targets:
+                    bind(target.target, node.value)
+
+            def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+                if node.value is not None:
+                    bind(node.target, node.value)
+
+            def visit_Call(self, node: cst.Call) -> None:
+                func = node.func
+                if isinstance(func, cst.Subscript):
+                    for arg in node.args:
+                        mark(arg.value)
+                elif isinstance(func, cst.Attribute) and is_inplace_method(func.attr.value):
+                    mark(func.value)
+                for arg in node.args:
+                    if arg.keyword is not None and arg.keyword.value == "out":
+                        mark(arg.value)
+
+        def mark(expr: cst.BaseExpression) -> None:
+            base, _ = strip_views(expr)
+            if isinstance(base, cst.Name):
+                written.add(base.value)
+
+        def bind(target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+            if isinstance(target, cst.Subscript):
+                mark(target.value)
+                return
+            if not isinstance(target, cst.Name):
+                return
+            base, _ = strip_views(value)
+            is_computation = isinstance(base, cst.Call | cst.BinaryOperation)
+            if isinstance(base, cst.Name | cst.Attribute):
+                is_computation = False
+            computed[target.value] = computed.get(target.value, True) and is_computation
+
+        flow.function.visit(Visitor())
+        fresh = {n for n, ok in computed.items() if ok and n not in params}
+        return (fresh | written) - BATCH_LOCATION_NAMES
+
+    def _callee_caches(self, flow: FunctionFlow, event) -> bool:  # type: ignore[no-untyped-def]
+        """False only when the receiver's class is known and has no real cache."""
+        resolver = flow.resolver
+        owner = resolver.receiver_class(
+            event.receiver, flow.cls, flow.analysis.local_types, self.context.path
+        )
+        if owner is None:
+            return True
+        for method in self.context.config.invalidate_methods:
+            target = resolver.find_method(owner, method)
+            if target is not None:
+                skeleton = resolver.skeleton(target)
+                return skeleton is None or not skeleton.trivial
+        return False

@@ -1,0 +1,79 @@
+"""The order rules (SWA001/004/005/007) together: prefilter soundness and scope."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from swacheck.config import config_from_table
+from swacheck.engine.audit import AuditOptions, audit_sources
+from swacheck.rules import rule_by_code
+
+ORDER = [rule_by_code(code) for code in ("SWA001", "SWA004", "SWA005", "SWA007")]
+EXAMPLES = [
+    pytest.param(rule, example, id=f"{rule.code}-{i}")
+    for rule in ORDER
+    if rule is not None
+    for i, example in enumerate([*rule.VALID, *rule.INVALID])
+]
+
+
+def _findings(example, rules, root: Path, prefilter: bool):  # type: ignore[no-untyped-def]
+    config = config_from_table(dict(example.config))
+    files = {"example.py": example.code, **example.files}
+    result = audit_sources(
+        files,
+        AuditOptions(rules=rules, config=config, jobs=1, prefilter=prefilter),
+        root=root,
+    )
+    assert not result.errors, result.errors
+    return sorted((f.path, f.start.row, f.code, f.message) for f in result.findings)
+
+
+@pytest.mark.parametrize(("rule", "example"), EXAMPLES)
+def test_prefilter_is_sound(rule, example, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    rules = [r for r in ORDER if r is not None]
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    # unrelated files the prefilter may skip must not change anything
+    example_files = dict(example.files)
+    example_files["unrelated.py"] = "class Runner:\n    def forward(self):\n        return 1\n"
+    patched = type(example)(example.code, example.config, example_files)
+    with_filter = _findings(patched, rules, tmp_path / "a", prefilter=True)
+    without = _findings(patched, rules, tmp_path / "b", prefilter=False)
+    assert with_filter == without
+
+
+def test_inactive_without_invalidation_method(tmp_path: Path) -> None:
+    rules = [r for r in ORDER if r is not None]
+    source = "class P:\n    def free(self, i):\n        self.full_to_swa_index_mapping[i] = 0\n"
+    result = audit_sources(
+        {"p.py": source}, AuditOptions(rules=rules, config=config_from_table({})), root=tmp_path
+    )
+    assert result.findings == []
+    assert set(result.inactive) == {"SWA001", "SWA004", "SWA005", "SWA007"}
+
+
+def test_parallel_audit_matches_serial(tmp_path: Path) -> None:
+    rule = rule_by_code("SWA001")
+    assert rule is not None
+    files = {
+        f"m{i}.py": (
+            "class P:\n"
+            "    def invalidate_loc_cache(self):\n        pass\n"
+            f"    def free{i}(self, j):\n        self.full_to_swa_index_mapping[j] = 0\n"
+        )
+        for i in range(30)
+    }
+    serial = audit_sources(
+        files, AuditOptions(rules=[rule], config=config_from_table({}), jobs=1), root=tmp_path / "s"
+    )
+    parallel = audit_sources(
+        files, AuditOptions(rules=[rule], config=config_from_table({}), jobs=2), root=tmp_path / "p"
+    )
+    assert not parallel.errors
+    assert len(serial.findings) == 30
+    assert [(f.path, f.start) for f in serial.findings] == [
+        (f.path, f.start) for f in parallel.findings
+    ]

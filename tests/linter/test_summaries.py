@@ -1,0 +1,219 @@
+"""Aliases, the write classifier, method summaries and the order queries."""
+
+from __future__ import annotations
+
+import pickle
+import textwrap
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from swacheck.analysis.aliases import local_aliases
+from swacheck.analysis.cfg import build_cfg
+from swacheck.analysis.index import ProjectIndex, index_module
+from swacheck.analysis.names import Names
+from swacheck.analysis.order import ScopeFacts
+from swacheck.analysis.summaries import SummaryResolver, Target
+from swacheck.analysis.writes import WRITE, node_events
+from swacheck.config import Config
+
+
+def _function(source: str) -> cst.FunctionDef:
+    function = cst.parse_module(textwrap.dedent(source)).body[0]
+    assert isinstance(function, cst.FunctionDef)
+    return function
+
+
+def _writes(source: str) -> list[tuple[str, str, str | None]]:
+    function = _function(source)
+    cfg = build_cfg(function)
+    aliases = local_aliases([n.stmt for n in cfg.nodes if n.stmt is not None])
+    out = []
+    for node in cfg.nodes:
+        for event in node_events(node.exprs, aliases):
+            if event.kind == WRITE:
+                out.append((event.name, event.how, event.via))
+    return out
+
+
+def test_write_classifier() -> None:
+    writes = _writes(
+        """
+        def f(self, idx, src):
+            self.m = torch.empty(3)
+            self.m[idx] = 0
+            self.m += 1
+            self.m.fill_(0)
+            self.m[:-1].index_put_((idx,), src)
+            torch.index_put_(self.m, (idx,), src)
+            torch.index_select(src, 0, idx, out=self.m)
+            kernel[(1,)](self.m, idx)
+            self.m.requires_grad_(False)
+            x = self.m[idx]
+            x.zero_()
+            y = self.m.clone()
+            y.zero_()
+        """
+    )
+    hows = [h for name, h, _ in writes if name == "m"]
+    assert hows == [
+        "assignment",
+        "subscript store",
+        "augmented assignment",
+        "in-place `fill_()`",
+        "in-place `index_put_()`",
+        "`torch.index_put_()`",
+        "`out=` argument",
+        "kernel launch",
+    ]
+
+
+def test_aliases_views_and_unpacking() -> None:
+    writes = _writes(
+        """
+        def f(self, flag):
+            t = self.m
+            t[:-1].fill_(0)
+            a, b = self.m[1:], self.other
+            a.zero_()
+            u = t.view(-1)
+            u[0] = 1
+            if flag:
+                z = self.m
+            else:
+                z = torch.zeros(3)
+            z.zero_()
+        """
+    )
+    assert ("m", "in-place `fill_()`", "t") in writes
+    assert ("m", "in-place `zero_()`", "a") in writes
+    assert ("m", "subscript store", "u") in writes
+    # ``z`` is the mapping on one branch only: not an alias
+    assert not [w for w in writes if w[2] == "z"]
+
+
+def test_conditional_events() -> None:
+    function = _function(
+        """
+        def f(self):
+            ok and self.pool.invalidate_loc_cache()
+        """
+    )
+    cfg = build_cfg(function)
+    events = [e for n in cfg.nodes for e in node_events(n.exprs, {})]
+    (call,) = [e for e in events if e.name == "invalidate_loc_cache"]
+    assert call.conditional and call.receiver == "self.pool"
+
+
+def _project(files: dict[str, str]) -> ProjectIndex:
+    modules = []
+    for path, text in files.items():
+        wrapper = MetadataWrapper(cst.parse_module(textwrap.dedent(text)))
+        wrapper.resolve(PositionProvider)
+        facts = index_module(wrapper, path)
+        for code in ("SWA001",):
+            facts.rule_facts[code] = ScopeFacts(True, True)
+        modules.append(facts)
+    return ProjectIndex(modules)
+
+
+FILES = {
+    "pool.py": """
+        class BasePool:
+            def invalidate_loc_cache(self):
+                pass
+
+            def translate_loc_from_full_to_swa(self, loc):
+                return self.full_to_swa_index_mapping[loc]
+
+        class SWAKVPool(BasePool):
+            def invalidate_loc_cache(self):
+                self._cached = None
+
+            def reset(self, flag):
+                if flag:
+                    self.invalidate_loc_cache()
+                    return
+                self._helper()
+
+            def _helper(self):
+                self.invalidate_loc_cache()
+
+            def warm(self, loc):
+                self.invalidate_loc_cache()
+                self.translate_loc_from_full_to_swa(loc)
+
+            def _set(self, idx):
+                self.full_to_swa_index_mapping[idx] = 0
+
+            def free(self, idx):
+                self._set(idx)
+                self.invalidate_loc_cache()
+    """,
+    "alloc.py": """
+        from pool import SWAKVPool
+
+        class Allocator:
+            def __init__(self, kvcache: SWAKVPool):
+                self._kvcache = kvcache
+
+            def flush(self):
+                self._kvcache.reset(False)
+
+            def maybe(self, x):
+                if x:
+                    self._kvcache.invalidate_loc_cache()
+    """,
+}
+
+
+def _resolver() -> SummaryResolver:
+    project = _project(FILES)
+    return SummaryResolver(project, Names(Config()), frozenset(FILES))
+
+
+def test_summaries_follow_helpers_across_files() -> None:
+    resolver = _resolver()
+    reset = resolver.summary(Target("pool.py", "SWAKVPool.reset", "SWAKVPool", "reset"))
+    assert reset.must_invalidate and reset.leaves_clean and not reset.may_fill
+    warm = resolver.summary(Target("pool.py", "SWAKVPool.warm", "SWAKVPool", "warm"))
+    assert warm.must_invalidate and warm.may_fill and not warm.leaves_clean
+    # the allocator (another file) calls the pool through a typed attribute
+    flush = resolver.summary(Target("alloc.py", "Allocator.flush", "Allocator", "flush"))
+    assert flush.must_invalidate
+    maybe = resolver.summary(Target("alloc.py", "Allocator.maybe", "Allocator", "maybe"))
+    assert not maybe.must_invalidate
+
+
+def test_private_helper_delegates_to_same_file_callers() -> None:
+    resolver = _resolver()
+    target = Target("pool.py", "SWAKVPool._set", "SWAKVPool", "_set")
+    summary = resolver.summary(target)
+    assert summary.writes_mapping and summary.uncovered_write is not None
+    assert resolver.delegates(target)
+    free = resolver.summary(Target("pool.py", "SWAKVPool.free", "SWAKVPool", "free"))
+    assert free.writes_mapping and free.uncovered_write is None
+
+
+def test_inherited_method_resolution() -> None:
+    resolver = _resolver()
+    info = resolver.resolve_class("SWAKVPool")
+    assert info is not None
+    target = resolver.find_method(info, "translate_loc_from_full_to_swa")
+    assert target is not None and target.cls == "BasePool"
+    assert resolver.find_method(info, "invalidate_loc_cache").cls == "SWAKVPool"  # type: ignore[union-attr]
+
+
+def test_index_is_picklable() -> None:
+    project = _project(FILES)
+    again = pickle.loads(pickle.dumps(project))
+    assert again.function("pool.py", "SWAKVPool.reset") == project.function(
+        "pool.py", "SWAKVPool.reset"
+    )
+    # the index API other rules use still works
+    info = again.resolve_class("SWAKVPool")
+    assert info is not None and [c.name for c in again.mro(info)] == ["SWAKVPool", "BasePool"]
+    assert again.find_method(info, "translate_loc_from_full_to_swa") is not None
+    assert "full_to_swa_index_mapping" not in again.owned_attributes(info)
+    alloc = again.resolve_class("Allocator")
+    assert alloc is not None and alloc.attribute_types == {"_kvcache": "SWAKVPool"}
