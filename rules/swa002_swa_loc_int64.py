@@ -12,6 +12,7 @@ from swacheck.analysis.names import target_name
 from swacheck.config import DEFAULT_SWA_LOC_PATTERN, Config
 from swacheck.finding import Applicability, Fix
 from swacheck.rule import FixSafety, Invalid, Rule, Valid
+from swacheck.triggers import word
 
 # Factories whose result is int64 when no dtype is given (for integer data).
 _INT64_BY_DEFAULT = {"arange", "randint", "randperm", "tensor", "as_tensor", "asarray", "full"}
@@ -250,7 +251,7 @@ swa_loc = loc.long()
         A custom pattern has no known fixed part: no prefilter."""
         if config.swa_loc_pattern != DEFAULT_SWA_LOC_PATTERN:
             return None
-        return frozenset({r"(?<![a-z0-9])swa(?![a-z0-9])", *config.translate_methods})
+        return frozenset({word("swa"), *config.translate_methods})
 
     def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
         super().__init__(context)

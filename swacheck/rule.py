@@ -86,12 +86,13 @@ class Rule(cst.BatchableCSTVisitor):
 
     @classmethod
     def triggers(cls, config: Config) -> frozenset[str] | None:
-        """Regular expressions (case-insensitive, on raw bytes) without which the rule cannot fire.
+        """Text without which the rule can neither fire in a file nor need its facts.
 
-        The engine skips parsing a file that matches none of the enabled rules'
-        triggers, so this must be sound: return ``None`` when no such set can be given
-        (e.g. a configured pattern with no fixed substring). Configured names are
-        identifiers, so they can be returned as they are; escape anything else.
+        Case-insensitive substrings, or :func:`swacheck.triggers.word` for whole words.
+        The engine parses only files matching some enabled rule's triggers, so this
+        must be sound, including for the files whose facts (``collect_facts``, the
+        class index) the rule reads across files. Return ``None`` when no such set can
+        be given (e.g. a configured pattern with no fixed substring).
         """
         return None
 

@@ -1,0 +1,60 @@
+"""Prefilter triggers: the text a file must contain for a rule to have anything to say.
+
+A rule's ``triggers`` returns a set of these; a file matching none of the enabled rules'
+triggers is never parsed. Plain strings are case-insensitive substrings (the fast path:
+``bytes.__contains__`` on the lowercased file); :func:`word` additionally requires the
+match not to sit inside a longer word (``swa`` but not ``swap``); :func:`exact` is
+case-sensitive. Regular-expression
+alternations were measured 10x slower than this on SGLang's tree.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+
+class Word(str):
+    """A trigger that must not be preceded or followed by a letter or digit."""
+
+    __slots__ = ()
+
+
+class Exact(str):
+    """A case-sensitive substring trigger (``SWA`` in ``SWAKVPool``)."""
+
+    __slots__ = ()
+
+
+def word(text: str) -> Word:
+    return Word(text)
+
+
+def exact(text: str) -> Exact:
+    return Exact(text)
+
+
+class TriggerSet:
+    """Compiled triggers; :meth:`matches` answers on a file's raw bytes."""
+
+    def __init__(self, triggers: Iterable[str]) -> None:
+        self.literals: list[bytes] = []
+        self.exact: list[bytes] = []
+        self.words: list[tuple[bytes, re.Pattern[bytes]]] = []
+        for trigger in sorted(set(triggers)):
+            text = trigger.lower().encode()
+            if isinstance(trigger, Exact):
+                self.exact.append(trigger.encode())
+            elif isinstance(trigger, Word):
+                bounded = rb"(?<![a-z0-9])" + re.escape(text) + rb"(?![a-z0-9])"
+                self.words.append((text, re.compile(bounded)))
+            else:
+                self.literals.append(text)
+
+    def matches(self, data: bytes) -> bool:
+        if any(text in data for text in self.exact):
+            return True
+        lowered = data.lower()
+        if any(literal in lowered for literal in self.literals):
+            return True
+        return any(text in lowered and pattern.search(lowered) for text, pattern in self.words)
