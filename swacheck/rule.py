@@ -17,7 +17,6 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import libcst as cst
-from libcst.metadata import ParentNodeProvider, PositionProvider
 
 from swacheck.finding import Finding, Fix
 
@@ -75,7 +74,9 @@ class Rule(cst.BatchableCSTVisitor):
     VALID: ClassVar[list[Valid]] = []
     INVALID: ClassVar[list[Invalid]] = []
 
-    METADATA_DEPENDENCIES = (PositionProvider, ParentNodeProvider)
+    # No libcst metadata is resolved eagerly: parents and positions come from the shared
+    # ``FileContext`` (computed once per file, positions only when first asked for).
+    METADATA_DEPENDENCIES = ()
 
     def __init__(self, context: FileContext) -> None:
         super().__init__()
