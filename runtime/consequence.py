@@ -1,0 +1,111 @@
+"""``full``'s consequence check: which SWA KV slots did a forward actually write?
+
+Triton kernels and graph replays write KV without touching any version counter, so
+the only reliable witness is the memory itself: snapshot the SWA K/V buffers before
+the forward, diff them after, and require every written slot to be one of the batch's
+real SWA slots or the sentinel (like SGLang's kv_canary). A written slot outside that
+set is another request's KV being overwritten.
+
+Only extra writes are violations: a real slot rewritten with identical bytes (same
+token at the same position after a slot was recycled) would look unwritten.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+
+from . import violations as V
+from .locations import attributes
+
+if TYPE_CHECKING:
+    from .pool_watch import PoolWatch
+    from .sanitizer import Sanitizer
+
+SENTINEL_SLOT = 0
+# Attribute words that name SWA K/V storage on a pool or its SWA sub-pool.
+_SWA_WORD = "swa"
+_BUFFER_WORD = "buffer"
+
+
+def find_swa_kv_buffers(pool: object) -> list[torch.Tensor]:
+    """SWA K/V buffers by name: ``swa_*buffer*`` attributes of the pool, or ``*buffer*``
+    attributes of an ``swa*`` sub-object (SGLang's ``swa_kv_pool.k_buffer``)."""
+    found: list[torch.Tensor] = []
+    for _, name, value in attributes(pool):
+        lowered = name.lower()
+        if _SWA_WORD not in lowered or "mapping" in lowered:
+            continue
+        if _BUFFER_WORD in lowered:
+            found += _tensors(value)
+        elif not isinstance(value, (torch.Tensor, list, tuple)):
+            for _, inner, inner_value in attributes(value):
+                if _BUFFER_WORD in inner.lower():
+                    found += _tensors(inner_value)
+    return found
+
+
+def _tensors(value: object) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [v for v in value if isinstance(v, torch.Tensor)]
+    return []
+
+
+def _changed_slots(now: torch.Tensor, then: torch.Tensor) -> list[int]:
+    """Slots (dim 0) whose bytes differ; compares bits so NaNs in unused slots are equal."""
+    if now.is_contiguous() and then.is_contiguous():
+        now, then = now.view(torch.uint8), then.view(torch.uint8)
+    changed = (now != then).reshape(now.shape[0], -1).any(dim=1)
+    return changed.nonzero().reshape(-1).tolist()
+
+
+@dataclass
+class _PoolSnapshot:
+    pool: PoolWatch
+    buffers: Sequence[torch.Tensor]
+    before: list[torch.Tensor]
+    allowed: set[int]
+
+
+class KVWriteCheck:
+    """One forward's snapshot of every watched pool's SWA KV, and the slots it may write."""
+
+    def __init__(self, san: Sanitizer, parts: list[_PoolSnapshot]) -> None:
+        self.san = san
+        self.parts = parts
+
+    @classmethod
+    def begin(cls, san: Sanitizer, batch: object) -> KVWriteCheck | None:
+        locs = san.names.batch_locs(batch)
+        if not locs:
+            return None
+        parts = []
+        for pool in san.pools:
+            buffers = pool.kv_buffers() if pool.kv_buffers else find_swa_kv_buffers(pool.pool)
+            if not buffers:
+                continue
+            real = pool.mapping()[locs[0].reshape(-1).long()]
+            allowed = {s for s in real.tolist() if s >= 0} | {SENTINEL_SLOT}
+            parts.append(_PoolSnapshot(pool, buffers, [b.clone() for b in buffers], allowed))
+        return cls(san, parts) if parts else None
+
+    def finish(self) -> None:
+        for part in self.parts:
+            self.san.tally(V.SWA_KV_CORRUPTION)
+            written: set[int] = set()
+            for now, then in zip(part.buffers, part.before, strict=True):
+                written.update(_changed_slots(now, then))
+            extra = sorted(written - part.allowed)
+            if extra:
+                self.san.record(
+                    V.SWA_KV_CORRUPTION,
+                    f"{part.pool.label}: the forward wrote SWA KV slots {extra[: V.MAX_VALUES]} "
+                    f"({len(extra)} in all) outside the batch's real slots and the sentinel "
+                    f"{SENTINEL_SLOT}; live requests' KV was overwritten",
+                    values=extra,
+                )

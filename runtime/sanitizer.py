@@ -1,0 +1,371 @@
+"""The sanitizer: watched objects, the scope in progress, and what every check concluded.
+
+Watchers (``pool_watch``, ``graph_watch``, ``forward_watch``) wrap methods and report
+events here; this class owns the state they share (which forward or capture run is
+in progress, which pools exist) and turns failed checks into violations according
+to the action.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch.utils.weak import WeakIdKeyDictionary
+
+from swacheck.config import Config
+
+from . import violations as V
+from .consequence import KVWriteCheck
+from .contracts import install_contracts
+from .deferred import DeferredFlags, FlagSource, is_capturing
+from .forward_watch import install_backend, install_model_runner
+from .graph_watch import install_graph_runner
+from .locations import LocationNames
+from .model import Role, Scope, ScopeKind, Watched
+from .pool_watch import PoolWatch
+from .report import SanitizerReport
+from .roles import detect_role
+from .wrapping import Patcher, public_methods
+
+LEVELS = ("fast", "full")
+ACTIONS = ("raise", "log")
+
+logger = logging.getLogger("swacheck.runtime")
+
+# Violations kept per kind for the report (all are counted).
+MAX_KEPT = 20
+# Violations logged per kind before the rest are only counted.
+MAX_LOGGED = 10
+
+
+class Sanitizer:
+    """Checks the SWA-cache invariants on live objects.
+
+    ``level``: ``fast`` (host-only, never synchronises, safe during graph capture) or
+    ``full`` (adds content checks that read the device). ``action``: ``raise`` a
+    typed :class:`SWASanitizerError` per violation, or ``log`` and count.
+    """
+
+    def __init__(
+        self,
+        level: str = "fast",
+        action: str = "raise",
+        config: Config | None = None,
+        *,
+        batch_loc_names: tuple[str, ...] = ("out_cache_loc",),
+        contracts: bool = True,
+    ) -> None:
+        if level not in LEVELS:
+            raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+        if action not in ACTIONS:
+            raise ValueError(f"action must be one of {ACTIONS}, got {action!r}")
+        self.level = level
+        self.action = action
+        self.config = config or Config()
+        self.full = level == "full"
+        self.swa_dtype: torch.dtype = getattr(torch, self.config.swa_loc_dtype)
+        self.names = LocationNames(self.config.swa_loc_pattern, batch_loc_names)
+        self.contracts = contracts
+        self.patcher = Patcher()
+        self.pools: list[PoolWatch] = []
+        self.watched: dict[int, tuple[object, Watched]] = {}
+        self.checks: Counter[str] = Counter()
+        self.counts: Counter[str] = Counter()
+        self.violations: list[V.Violation] = []
+        # Violations not turned into an exception (``log``, or found at report time).
+        self.unraised: list[V.Violation] = []
+        self.flags = DeferredFlags()
+        self.scope = Scope()
+        self._scope_ids = 0
+        self._mutator_depth = 0
+        self._capture_depth = 0
+        # Graph runners' static location buffers: the batch's locations whenever they are used.
+        self.static_batch_locs: list[torch.Tensor] = []
+        self._kv_check: KVWriteCheck | None = None
+        self._dtype_flagged: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        self._closed = False
+
+    # -- watching -----------------------------------------------------------------------
+
+    def watch(self, obj: object, role: Role | str | None = None) -> Role:
+        """Wrap ``obj`` by the role it plays (detected by duck typing unless given)."""
+        if self._closed:
+            raise RuntimeError("this sanitizer is closed")
+        found = Role(role) if role is not None else detect_role(obj, self.config)
+        if found is None:
+            raise TypeError(
+                f"{type(obj).__qualname__} is none of: a pool (attribute "
+                f"{'/'.join(self.config.mapping_attributes)} and method "
+                f"{'/'.join(self.config.translate_methods)}), an allocator, a graph runner "
+                f"(populate_from_forward_batch/replay/capture), an attention backend "
+                f"(init_forward_metadata) or a model runner (forward, holding a pool)"
+            )
+        {
+            Role.POOL: self.watch_pool,
+            Role.ALLOCATOR: self.watch_allocator,
+            Role.GRAPH_RUNNER: self.watch_graph_runner,
+            Role.BACKEND: self.watch_backend,
+            Role.MODEL_RUNNER: self.watch_model_runner,
+        }[found](obj)
+        return found
+
+    def watch_pool(
+        self, pool: object, kv_buffers: Callable[[], Sequence[torch.Tensor]] | None = None
+    ) -> None:
+        """Watch an SWA pool. ``kv_buffers`` returns its SWA K/V buffers (slot-major) for
+        the ``full`` consequence check; by default they are looked up by name."""
+        if not self._register(pool, Role.POOL):
+            return
+        watch = PoolWatch(self, pool, self._label(pool), kv_buffers)
+        self._install_contracts(pool)
+        watch.install(self.patcher)
+        self.pools.append(watch)
+
+    def watch_allocator(self, allocator: object) -> None:
+        """Watch an object that writes the mapping without owning the cache (I1 at exits)."""
+        if not self._register(allocator, Role.ALLOCATOR):
+            return
+        self._install_contracts(allocator)
+        for name in public_methods(allocator):
+            self.patcher.wrap_method(allocator, name, self.wrap_mutator)
+
+    def watch_backend(self, backend: object) -> None:
+        if self._register(backend, Role.BACKEND):
+            self._install_contracts(backend)
+            install_backend(self, backend)
+
+    def watch_graph_runner(self, runner: object) -> None:
+        if self._register(runner, Role.GRAPH_RUNNER):
+            self._install_contracts(runner)
+            install_graph_runner(self, runner)
+
+    def watch_model_runner(self, runner: object) -> None:
+        if self._register(runner, Role.MODEL_RUNNER):
+            self._install_contracts(runner)
+            install_model_runner(self, runner)
+
+    def watch_class(self, cls: type) -> None:
+        """Watch every instance of ``cls`` constructed from now until :meth:`close`."""
+        self.patcher.hook_init(cls, self._watch_new)
+
+    def _watch_new(self, obj: object) -> None:
+        if not self._closed and id(obj) not in self.watched:
+            self.watch(obj)
+
+    def _register(self, obj: object, role: Role) -> bool:
+        if self._closed:
+            raise RuntimeError("this sanitizer is closed")
+        if id(obj) in self.watched:
+            return False
+        self.watched[id(obj)] = (obj, Watched(role, self._label(obj)))
+        return True
+
+    @staticmethod
+    def _label(obj: object) -> str:
+        return type(obj).__qualname__
+
+    def _install_contracts(self, obj: object) -> None:
+        if self.contracts:
+            install_contracts(self, obj)
+
+    # -- outcomes -----------------------------------------------------------------------
+
+    def tally(self, kind: str) -> None:
+        self.checks[kind] += 1
+
+    def record(
+        self,
+        kind: str,
+        message: str,
+        values: Sequence[int] = (),
+        *,
+        site: str | None = None,
+        deferred: bool = False,
+    ) -> None:
+        """A check failed: count it, keep it, then log or raise per the action. ``deferred``
+        violations (found at report time) are never raised there."""
+        violation = V.Violation(kind, message, site or V.call_site(), tuple(values)[: V.MAX_VALUES])
+        self.counts[kind] += 1
+        if self.counts[kind] <= MAX_KEPT:
+            self.violations.append(violation)
+        if self.action == "raise" and not deferred:
+            raise V.ERROR_BY_KIND[kind](violation)
+        self.unraised.append(violation)
+        if self.counts[kind] <= MAX_LOGGED:
+            logger.warning("%s", violation)
+        elif self.counts[kind] == MAX_LOGGED + 1:
+            logger.warning("%s: further violations are counted, not logged", kind)
+
+    def check_dtype(self, t: torch.Tensor, what: str) -> None:
+        """I3: an SWA-space location tensor must have the configured dtype. Each offending
+        tensor is reported once, however many checks (contract, buffer, argument) see it."""
+        self.tally(V.SWA_LOC_DTYPE)
+        if t.dtype != self.swa_dtype and t not in self._dtype_flagged:
+            self._dtype_flagged[t] = True
+            self.record(
+                V.SWA_LOC_DTYPE,
+                f"{what} is {t.dtype}, expected {self.swa_dtype} (shape {tuple(t.shape)})",
+            )
+
+    # -- mapping writes (I1) ------------------------------------------------------------
+
+    def wrap_mutator(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        """Any public method of a pool or allocator: at the end of the outermost such call,
+        the mapping must not have moved under a live cached translation."""
+        name = getattr(original, "__qualname__", getattr(original, "__name__", "?"))
+
+        def mutator(*args: Any, **kwargs: Any) -> Any:
+            self._mutator_depth += 1
+            try:
+                result = original(*args, **kwargs)
+            finally:
+                self._mutator_depth -= 1
+            if self._mutator_depth == 0:
+                for pool in self.pools:
+                    pool.check_mapping_write(f"during {name}()")
+            return result
+
+        return mutator
+
+    # -- scopes (forwards and capture runs) ---------------------------------------------
+
+    def _new_scope(self, kind: ScopeKind, depth: int, batch: object | None = None) -> None:
+        self._scope_ids += 1
+        locs = self.names.batch_locs(batch) if batch is not None else []
+        self.scope = Scope(kind, self._scope_ids, depth, batch=batch, batch_locs=locs)
+
+    def before_translate(self) -> None:
+        """Before any translation: earlier writes outside watched calls (I1), then the
+        scope-start checks (I5/I6) if this is the first cache access of the scope."""
+        for pool in self.pools:
+            pool.check_mapping_write("outside any watched call")
+        self.dispatch()
+
+    def dispatch(self, batch: object | None = None) -> None:
+        """A forward builds attention metadata, replays, or translates for the first time.
+        Outside any scope this opens an implicit forward (ended by the next scope)."""
+        scope = self.scope
+        if not scope.active:
+            if batch is None or self.in_capture:
+                return
+            self._new_scope(ScopeKind.FORWARD, 0, batch)
+            scope = self.scope
+        if scope.dispatched:
+            return
+        scope.dispatched = True
+        for pool in self.pools:
+            pool.check_scope_start(scope.kind, scope.scope_id)
+
+    def begin_forward(self, batch: object | None) -> None:
+        """An explicit forward (model runner ``forward`` or a stand-alone ``replay``)."""
+        if self.scope.active and self.scope.depth > 0:
+            self.scope.depth += 1
+            return
+        self._end_implicit()
+        self._new_scope(ScopeKind.FORWARD, 1, batch)
+        try:
+            self._check_batch_dtypes(batch)
+        except V.SWASanitizerError:
+            self._close_scope(False)
+            raise
+        if self.full and not is_capturing() and batch is not None:
+            self._kv_check = KVWriteCheck.begin(self, batch)
+
+    @property
+    def in_capture(self) -> bool:
+        return self._capture_depth > 0
+
+    def enter_capture(self) -> None:
+        """A graph runner's ``capture`` begins: metadata built outside its runs is no forward."""
+        self._end_implicit()
+        self._capture_depth += 1
+
+    def leave_capture(self) -> None:
+        self._capture_depth -= 1
+
+    def begin_capture_run(self) -> None:
+        if self.scope.active and self.scope.depth > 0:
+            self.scope.depth += 1
+            return
+        self._end_implicit()
+        self._new_scope(ScopeKind.CAPTURE_RUN, 1)
+
+    def end_scope(self, ok: bool = True) -> None:
+        """Leave an explicit scope; the outermost exit runs the end-of-scope checks (not
+        when an exception is propagating: ``ok=False``)."""
+        self.scope.depth -= 1
+        if self.scope.depth > 0:
+            return
+        self._close_scope(ok)
+
+    def _end_implicit(self) -> None:
+        if self.scope.active and self.scope.depth == 0:
+            self._close_scope(True)
+
+    def _close_scope(self, ok: bool) -> None:
+        kv_check, self._kv_check = self._kv_check, None
+        try:
+            if ok:
+                for pool in self.pools:
+                    pool.check_scope_end()
+                if kv_check is not None:
+                    kv_check.finish()
+                if not is_capturing():
+                    self._record_flags(self.flags.poll(), deferred=False)
+        finally:
+            self._new_scope(ScopeKind.IDLE, 0)
+
+    def _check_batch_dtypes(self, batch: object | None) -> None:
+        if batch is None:
+            return
+        for name, t in self.names.swa_tensors(batch):
+            self.check_dtype(t, f"forward_batch.{name}")
+
+    def _record_flags(self, found: list[tuple[FlagSource, int]], deferred: bool) -> None:
+        for source, n in found:
+            self.record(
+                V.PADDING_NOT_ZEROED,
+                f"padded tail of {source.label} held non-zero slots after populate in {n} "
+                f"batch(es) since the last check (first populate seen at {source.site}); "
+                f"padded tokens write their KV there",
+                site=source.site,
+                deferred=deferred,
+            )
+
+    # -- results ------------------------------------------------------------------------
+
+    def check_deferred(self) -> None:
+        """Wait for the device-side checks and record what they found (raises per action)."""
+        self._end_implicit()
+        self._record_flags(self.flags.drain(), deferred=False)
+
+    def report(self) -> SanitizerReport:
+        """Everything checked so far; waits for the device-side checks (never raises)."""
+        self._end_implicit()
+        self._record_flags(self.flags.drain(), deferred=True)
+        roles = Counter(w.role.value for _, w in self.watched.values())
+        return SanitizerReport(
+            level=self.level,
+            action=self.action,
+            checks=dict(self.checks),
+            counts={kind: self.counts.get(kind, 0) for kind in V.KINDS},
+            violations=tuple(self.violations),
+            watched=dict(roles),
+        )
+
+    def close(self) -> None:
+        """Undo every wrapper; the sanitizer keeps its results but watches nothing more."""
+        if self._closed:
+            return
+        self.patcher.undo_all()
+        self._closed = True
+
+    def __enter__(self) -> Sanitizer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,148 @@
+"""Violation kinds, the record of one violation, and one exception type per kind.
+
+The kind strings are a stable interface: reports, JSON, pytest output and the
+exception classes all use them, so users can grep and filter on them.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from dataclasses import dataclass, field
+
+UNINVALIDATED_MAPPING_WRITE = "uninvalidated-mapping-write"
+STALE_TRANSLATION = "stale-translation"
+SWA_LOC_DTYPE = "swa-loc-dtype"
+PADDING_NOT_ZEROED = "padding-not-zeroed"
+CAPTURE_CACHE_POLLUTION = "capture-cache-pollution"
+FORWARD_WITHOUT_INVALIDATION = "forward-without-invalidation"
+UNFLUSHED_FRESH_TRANSLATION = "unflushed-fresh-translation"
+SWA_KV_CORRUPTION = "swa-kv-corruption"
+
+KINDS: tuple[str, ...] = (
+    UNINVALIDATED_MAPPING_WRITE,
+    STALE_TRANSLATION,
+    SWA_LOC_DTYPE,
+    PADDING_NOT_ZEROED,
+    CAPTURE_CACHE_POLLUTION,
+    FORWARD_WITHOUT_INVALIDATION,
+    UNFLUSHED_FRESH_TRANSLATION,
+    SWA_KV_CORRUPTION,
+)
+
+INVARIANT_OF_KIND: dict[str, str] = {
+    UNINVALIDATED_MAPPING_WRITE: "I1",
+    STALE_TRANSLATION: "I2",
+    SWA_LOC_DTYPE: "I3",
+    PADDING_NOT_ZEROED: "I4",
+    CAPTURE_CACHE_POLLUTION: "I5",
+    FORWARD_WITHOUT_INVALIDATION: "I6",
+    UNFLUSHED_FRESH_TRANSLATION: "I7",
+    SWA_KV_CORRUPTION: "consequence",
+}
+
+# How many offending values a violation keeps: enough to debug, small enough to print.
+MAX_VALUES = 8
+
+
+@dataclass(frozen=True)
+class Violation:
+    """What one check concluded when it failed: the kind, where, and the evidence."""
+
+    kind: str
+    message: str
+    site: str
+    values: tuple[int, ...] = ()
+    details: dict[str, object] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        text = f"{self.kind} ({INVARIANT_OF_KIND[self.kind]}) at {self.site}: {self.message}"
+        if self.values:
+            text += f" [values: {', '.join(map(str, self.values))}]"
+        return text
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "kind": self.kind,
+            "invariant": INVARIANT_OF_KIND[self.kind],
+            "message": self.message,
+            "site": self.site,
+            "values": list(self.values),
+            "details": {k: str(v) for k, v in self.details.items()},
+        }
+
+
+class SWASanitizerError(Exception):
+    """Base of every sanitizer exception; ``violation`` holds the evidence."""
+
+    kind: str = ""
+
+    def __init__(self, violation: Violation) -> None:
+        super().__init__(f"[swa-sanitizer] {violation}")
+        self.violation = violation
+
+
+class UninvalidatedMappingWriteError(SWASanitizerError):
+    kind = UNINVALIDATED_MAPPING_WRITE
+
+
+class StaleTranslationError(SWASanitizerError):
+    kind = STALE_TRANSLATION
+
+
+class SWALocDtypeError(SWASanitizerError):
+    kind = SWA_LOC_DTYPE
+
+
+class PaddingNotZeroedError(SWASanitizerError):
+    kind = PADDING_NOT_ZEROED
+
+
+class CaptureCachePollutionError(SWASanitizerError):
+    kind = CAPTURE_CACHE_POLLUTION
+
+
+class ForwardWithoutInvalidationError(SWASanitizerError):
+    kind = FORWARD_WITHOUT_INVALIDATION
+
+
+class UnflushedFreshTranslationError(SWASanitizerError):
+    kind = UNFLUSHED_FRESH_TRANSLATION
+
+
+class SWAKVCorruptionError(SWASanitizerError):
+    kind = SWA_KV_CORRUPTION
+
+
+ERROR_BY_KIND: dict[str, type[SWASanitizerError]] = {
+    cls.kind: cls
+    for cls in (
+        UninvalidatedMappingWriteError,
+        StaleTranslationError,
+        SWALocDtypeError,
+        PaddingNotZeroedError,
+        CaptureCachePollutionError,
+        ForwardWithoutInvalidationError,
+        UnflushedFreshTranslationError,
+        SWAKVCorruptionError,
+    )
+}
+
+_RUNTIME_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+@functools.lru_cache(maxsize=1024)
+def _is_internal(filename: str) -> bool:
+    return os.path.dirname(os.path.abspath(filename)) == _RUNTIME_DIR
+
+
+def call_site() -> str:
+    """``path:line in function`` of the nearest frame outside the sanitizer itself."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if not _is_internal(code.co_filename):
+            return f"{code.co_filename}:{frame.f_lineno} in {code.co_name}"
+        frame = frame.f_back
+    return "<unknown>"

@@ -1,0 +1,234 @@
+"""The pytest plugin, run for real through ``pytester``: option, marker, fixture, ini
+option naming foreign classes, failure reports naming the kind, the summary line,
+pytest-xdist, and a session without torch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+# A pool class written independently of swacheck (not the reference implementation):
+# it memoises on the storage pointer, so two views of one buffer collide.
+FOREIGN_ENGINE = """
+import torch
+
+
+class LegacySlidingCache:
+    def __init__(self, size):
+        self.full_to_swa_index_mapping = torch.arange(size + 1, dtype=torch.int64) % 7
+        self.full_to_swa_index_mapping[-1] = -1
+        self._memo_key = None
+        self._memo = None
+
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        key = (kv_indices.untyped_storage().data_ptr(), kv_indices.numel())
+        if key != self._memo_key:
+            self._memo = self.full_to_swa_index_mapping[kv_indices].to(torch.int32)
+            self._memo_key = key
+        return self._memo
+
+    def invalidate_loc_cache(self):
+        self._memo_key = None
+"""
+
+FOREIGN_TEST = """
+import torch
+from foreign_engine import LegacySlidingCache
+
+
+def test_two_micro_batches():
+    cache = LegacySlidingCache(32)
+    locs = torch.arange(1, 9)
+    first = cache.translate_loc_from_full_to_swa(locs[:4])
+    second = cache.translate_loc_from_full_to_swa(locs[4:])
+    assert first.tolist() == [1, 2, 3, 4]
+    assert second.shape == (4,)
+
+
+def test_clean_use():
+    cache = LegacySlidingCache(32)
+    locs = torch.arange(1, 5)
+    cache.translate_loc_from_full_to_swa(locs)
+    cache.invalidate_loc_cache()
+    cache.translate_loc_from_full_to_swa(locs[:2])
+"""
+
+INI = """
+[pytest]
+swa_sanitize_classes = foreign_engine:LegacySlidingCache
+"""
+
+
+@pytest.fixture
+def foreign(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(foreign_engine=FOREIGN_ENGINE, test_foreign=FOREIGN_TEST)
+    pytester.makeini(INI)
+    pytester.syspathinsert()
+    return pytester
+
+
+def test_foreign_class_caught_by_fast(foreign: pytest.Pytester) -> None:
+    result = foreign.runpytest_subprocess("--swa-sanitize=fast")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*StaleTranslationError: [[]swa-sanitizer[]] stale-translation (I2)*another view*",
+            "*swa-sanitizer (fast): 2 tests sanitized, * checks, 1 violations "
+            "(stale-translation: 1)",
+        ]
+    )
+    assert "test_foreign.py:9" in result.stdout.str()  # the call site of the stale hit
+
+
+def test_not_sanitized_without_the_option(foreign: pytest.Pytester) -> None:
+    result = foreign.runpytest_subprocess()
+    result.assert_outcomes(passed=2)
+    assert "swa-sanitizer" not in result.stdout.str()
+
+
+def test_log_action_counts_without_failing(foreign: pytest.Pytester) -> None:
+    result = foreign.runpytest_subprocess("--swa-sanitize=full", "--swa-sanitize-action=log")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*swa-sanitizer (full): 2 tests sanitized, *1 violations*"])
+
+
+def test_marker_opts_single_tests_in(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(foreign_engine=FOREIGN_ENGINE)
+    pytester.makeini(INI)
+    pytester.syspathinsert()
+    pytester.makepyfile(
+        test_marked="""
+        import pytest
+        import torch
+        from foreign_engine import LegacySlidingCache
+
+        def collide():
+            cache = LegacySlidingCache(32)
+            locs = torch.arange(1, 9)
+            cache.translate_loc_from_full_to_swa(locs[:4])
+            cache.translate_loc_from_full_to_swa(locs[4:])
+
+        @pytest.mark.swa_sanitize
+        def test_marked():
+            collide()
+
+        @pytest.mark.swa_sanitize(level="full")
+        def test_marked_full(swa_sanitizer):
+            assert swa_sanitizer.level == "full"
+            collide()
+
+        def test_unmarked():
+            collide()
+        """
+    )
+    result = pytester.runpytest_subprocess()
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(["*swa-sanitizer (fast/full): 2 tests sanitized*"])
+
+
+def test_marker_opts_out(foreign: pytest.Pytester) -> None:
+    foreign.makepyfile(
+        test_optout="""
+        import pytest
+        import torch
+        from foreign_engine import LegacySlidingCache
+
+        @pytest.mark.swa_sanitize(level="off")
+        def test_known_bad():
+            cache = LegacySlidingCache(32)
+            locs = torch.arange(1, 9)
+            cache.translate_loc_from_full_to_swa(locs[:4])
+            cache.translate_loc_from_full_to_swa(locs[4:])
+        """
+    )
+    result = foreign.runpytest_subprocess("--swa-sanitize=fast", "test_optout.py")
+    result.assert_outcomes(passed=1)
+
+
+def test_fixture_watches_objects_and_fails_on_deferred_violations(
+    pytester: pytest.Pytester,
+) -> None:
+    """``log`` inside the test, then the end-of-test check fails it with the kind named."""
+    pytester.makepyfile(
+        test_fixture="""
+        import pytest
+        import torch
+
+        class Runner:
+            def __init__(self):
+                self.out_cache_loc = torch.zeros(4, dtype=torch.int64)
+                self.out_cache_loc_swa = torch.zeros(4, dtype=torch.int32)
+
+            def populate_from_forward_batch(self, locs, swa_locs, raw_bs, bs):
+                self.out_cache_loc.zero_()
+                self.out_cache_loc[:raw_bs] = locs
+                self.out_cache_loc_swa[:raw_bs] = swa_locs  # tail never zeroed
+
+            def replay(self):
+                pass
+
+        def test_padding(swa_sanitizer):
+            assert swa_sanitizer.level == "fast"
+            runner = Runner()
+            swa_sanitizer.watch(runner)
+            runner.populate_from_forward_batch(
+                torch.tensor([5, 6, 7]), torch.tensor([1, 2, 3], dtype=torch.int32), 3, 3
+            )
+            runner.populate_from_forward_batch(
+                torch.tensor([5, 6]), torch.tensor([1, 2], dtype=torch.int32), 2, 4
+            )
+        """
+    )
+    result = pytester.runpytest_subprocess()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*PaddingNotZeroedError*padding-not-zeroed (I4)*Runner.out_cache_loc_swa*",
+            "*Captured swa-sanitizer call*",
+            "*swa-sanitizer (fast): 1 tests sanitized*1 violations (padding-not-zeroed: 1)",
+        ]
+    )
+
+
+def test_summary_under_xdist(foreign: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    result = foreign.runpytest_subprocess("--swa-sanitize=fast", "-n", "2", "-p", "xdist")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        ["*swa-sanitizer (fast): 2 tests sanitized, * checks, 1 violations (stale-translation: 1)"]
+    )
+
+
+def test_harmless_without_torch(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest("import sys\nsys.modules['torch'] = None  # as if not installed\n")
+    pytester.makepyfile(
+        test_plain="""
+        def test_plain():
+            assert True
+
+        def test_wants_sanitizer(swa_sanitizer):
+            raise AssertionError("not reached")
+        """
+    )
+    result = pytester.runpytest_subprocess()
+    result.assert_outcomes(passed=1, skipped=1)
+    result = pytester.runpytest_subprocess("--swa-sanitize=fast")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--swa-sanitize=fast needs torch*"])
+
+
+def test_plugin_module_imports_nothing_heavy() -> None:
+    code = textwrap.dedent(
+        """
+        import sys
+        import swacheck.pytest_plugin
+        heavy = {"torch", "swacheck.runtime", "typeguard", "jaxtyping"} & set(sys.modules)
+        assert not heavy, heavy
+        """
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
