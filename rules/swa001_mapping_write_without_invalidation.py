@@ -50,7 +50,12 @@ class MappingWriteWithoutInvalidation(Rule):
     of the audit; an unresolvable call has no effect.
 
     The constructor's writes before any fill are exempt (nothing can have cached yet),
-    and so are paths that end in `raise`. Branches under a mode guard
+    and so are writes to the mapping of an object the function has itself just built
+    (`self.pool = SWAKVPool(...)` on every path before the write, no fill since: start-up
+    wiring), and paths that end in `raise`. Resetting to `None` an attribute that the
+    owner's invalidation method resets (`self.cached_loc = None`) counts as an
+    invalidation. A private helper that leaves its write to its callers is reported
+    once, at the outermost caller that does not cover it. Branches under a mode guard
     (`if self.is_hybrid_swa:`) are taken as the hybrid-SWA configuration runs them.
     The rule is active only when some audited file defines an invalidation method.
 
@@ -80,6 +85,7 @@ class MappingWriteWithoutInvalidation(Rule):
         "translate-methods",
         "kernel-launch-writes",
     )
+    uses_summaries = True
     invariant = "I1"
     origin = "SGLang PR #25824 items 1-3"
 
@@ -265,6 +271,37 @@ class Pool:
         apply()
         self.invalidate_loc_cache()
 """
+        ),
+        # an inline invalidation: the write resets what `invalidate_loc_cache` resets
+        Valid(
+            """
+class Pool:
+    def invalidate_loc_cache(self):
+        self.cached_swa = None
+
+    def translate_loc_from_full_to_swa(self, loc):
+        if self.cached_swa is None:
+            self.cached_swa = self.full_to_swa_index_mapping[loc]
+        return self.cached_swa
+
+    def register_mapping(self, table):
+        self.full_to_swa_index_mapping = table
+        self.cached_swa = None
+"""
+        ),
+        # wiring at start-up: the pool was just built here, nothing can have cached
+        Valid(
+            """
+from pool import SWAKVPool
+
+class Runner:
+    def init_pools(self, size, shared):
+        self.kv_pool = SWAKVPool(size)
+        if shared is not None:
+            self.kv_pool.full_to_swa_index_mapping = shared.full_to_swa_index_mapping
+        return self.kv_pool
+""",
+            files={"pool.py": _POOL},
         ),
         # no audited file defines an invalidation method: nothing to invalidate
         Valid(
@@ -564,6 +601,31 @@ class BasePool:
 """
             },
         ),
+        # resetting an attribute the invalidation method does not reset is no invalidation
+        Invalid(
+            """
+class Pool:
+    def invalidate_loc_cache(self):
+        self.cached_swa = None
+
+    def register_mapping(self, table):
+        self.full_to_swa_index_mapping = table
+        self.last_table = None
+""",
+            line=7,
+        ),
+        # a pool built elsewhere (a parameter) gets no start-up exemption
+        Invalid(
+            """
+from pool import SWAKVPool
+
+class Runner:
+    def share_mapping(self, draft_pool: SWAKVPool, shared):
+        draft_pool.full_to_swa_index_mapping = shared.full_to_swa_index_mapping
+""",
+            line=6,
+            files={"pool.py": _POOL},
+        ),
         # custom names from [tool.swacheck]
         Invalid(
             """
@@ -629,9 +691,12 @@ class Pool:
                 continue
             if id(step.event.node) in reported:
                 continue
-            if step.target is None and step.event.kind == WRITE and delegated:
+            if delegated:
+                # Its callers are reported instead: for a direct write and for a call of
+                # another delegating helper alike (one finding per chain, at the top).
                 continue
-            if flow.data.write_covered(cfg_node, position, flow.is_constructor):
+            initialising = flow.is_constructor or flow.initialises(cfg_node, step)
+            if flow.data.write_covered(cfg_node, position, initialising):
                 continue
             reported.add(id(step.event.node))
             self._report(flow, cfg_node, position, step)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import libcst as cst
 
@@ -12,9 +13,16 @@ from swacheck.analysis.order import (
     config_terms,
     function_flow,
     order_rule_active,
+    resolver,
     scope_facts,
 )
-from swacheck.analysis.summaries import FILL, guard_key, is_swa_word, swa_guard_polarity
+from swacheck.analysis.summaries import (
+    FILL,
+    Target,
+    guard_key,
+    is_swa_word,
+    swa_guard_polarity,
+)
 from swacheck.analysis.writes import CALL, Event
 from swacheck.config import Config
 from swacheck.finding import Applicability, Fix
@@ -28,7 +36,19 @@ def is_forward_run(event: Event) -> bool:
 
 
 def _is_graph_context(item: cst.WithItem) -> bool:
-    return isinstance(item.item, cst.Call) and call_name(item.item) == "graph"
+    """``torch.cuda.graph(...)``, ``self.device_module.graph(...)``, and capture contexts
+    such as ``BreakableCUDAGraphCapture(...)`` (a callee naming a graph capture)."""
+    if not isinstance(item.item, cst.Call):
+        return False
+    name = (call_name(item.item) or "").lower()
+    return name == "graph" or ("graph" in name and "capture" in name)
+
+
+def _is_capture_routine(function: cst.FunctionDef) -> bool:
+    """A function named as a graph capture routine (``capture_one_batch_size``,
+    ``_capture_one``): its warm-up loop runs capture bodies even where the capture itself
+    is implicit (piecewise graphs are captured by the compiler backend on a later call)."""
+    return "capture" in function.name.value.lower()
 
 
 _RUNNER = """
@@ -57,14 +77,18 @@ class CaptureWithoutInvalidation(Rule):
     """
     ## What it does
     Flags a CUDA-graph warm-up or capture run that runs a forward (a call whose name
-    starts with `forward`) without invalidating the translation cache first. Capture runs
-    are: the body of `with torch.cuda.graph(...)` (any `*.graph(...)` context), the
-    code between `capture_begin()` and `capture_end()`, forwards in a loop of a
-    function that captures (the warm-up loop), and a local function (commonly
+    starts with `forward`, or of a method of the audit that runs one, such as a runner's
+    own `self._run_forward(...)`; never a `with` context manager) without invalidating
+    the translation cache first. Capture runs are: the body of `with
+    torch.cuda.graph(...)` (any `*.graph(...)` context, or a graph-capture context such
+    as `BreakableCUDAGraphCapture(...)`), the code between `capture_begin()` and
+    `capture_end()`, forwards in a loop of a function that captures or is named as a
+    capture routine (`capture_one_batch_size`: the warm-up loop, also where the capture
+    itself is implicit, as with piecewise graphs), and a local function (commonly
     `run_once`) called in any of those places or passed to a `*capture*` call. Each
-    forward counts as a cache fill, so a warm-up iteration leaves the cache dirty
-    for the next one. Only SWA code is checked: the enclosing class (or module)
-    mentions SWA (`is_hybrid_swa`, `SWAKVPool`, ...) or a configured name.
+    forward counts as a cache fill, so a warm-up iteration leaves the cache dirty for
+    the next one. Only SWA code is checked: the enclosing class (or module) mentions SWA
+    (`is_hybrid_swa`, `SWAKVPool`, ...) or a configured name.
 
     ## Why is this bad?
     A warm-up run that fills the translation cache makes the capture run hit the
@@ -85,6 +109,7 @@ class CaptureWithoutInvalidation(Rule):
     summary = "Graph warm-up/capture run that runs a forward without invalidating first"
     fix_safety = FixSafety.UNSAFE
     config_keys = ("invalidate-methods", "translate-methods", "mapping-attributes")
+    uses_summaries = True
     invariant = "I5"
     origin = "SGLang PR #25824 item 4"
 
@@ -168,6 +193,33 @@ class Runner:
     def invalidate_loc_cache(self):
         pass
 """
+        ),
+        # a context manager named `forward_*` runs no forward
+        Valid(
+            _RUNNER
+            + """
+    def capture_one_batch_size(self, num_tokens, forward_batch):
+        def run_once():
+            self.model_runner.token_to_kv_pool.invalidate_loc_cache()
+            with self.forward_context(forward_batch):
+                return self.model_runner.model.forward(forward_batch.input_ids, forward_batch)
+
+        for _ in range(2):
+            run_once()
+        with self.device_module.graph(self.graph):
+            run_once()
+""",
+            files=_POOL_FILE,
+        ),
+        # a warm-up loop outside any capture routine (a benchmark) is not a capture run
+        Valid(
+            _RUNNER
+            + """
+    def benchmark(self, forward_batch, steps):
+        for _ in range(steps):
+            self.model_runner.model.forward(forward_batch.input_ids, forward_batch)
+""",
+            files=_POOL_FILE,
         ),
         # not SWA code: a plain runner in its own module
         Valid(
@@ -296,6 +348,44 @@ class BaseRunner:
 """
             },
         ),
+        # an implicit capture (a compiler backend captures on the second call): the
+        # warm-up loop of a capture routine runs the capture body
+        Invalid(
+            _RUNNER
+            + """
+    def capture_one_batch_size(self, num_tokens, forward_batch):
+        def run_once():
+            with self.forward_context(forward_batch):
+                self.model_runner.model.forward(forward_batch.input_ids, forward_batch)
+
+        for _ in range(2):
+            self.device_module.synchronize()
+            run_once()
+""",
+            line=16,
+            files=_POOL_FILE,
+        ),
+        # a graph-capture context manager other than `*.graph(...)`
+        Invalid(
+            _RUNNER
+            + """
+    def _record(self, num_tokens, pool, stream):
+        forward_batch = self._build_batch(num_tokens)
+
+        def step():
+            return self._run_forward(forward_batch, num_tokens)
+
+        graph = SplitCUDAGraph()
+        with SplitCUDAGraphCapture(cuda_graph=graph, pool=pool, stream=stream):
+            output = step()
+        return graph, output
+
+    def _run_forward(self, forward_batch, num_tokens):
+        return self.model_runner.model.forward(forward_batch.input_ids, forward_batch)
+""",
+            line=17,
+            files=_POOL_FILE,
+        ),
         # custom names from [tool.swacheck]
         Invalid(
             """
@@ -356,16 +446,22 @@ class Runner:
 
     # -- capture structure ------------------------------------------------------------
 
+    def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(context)
+        # Ids of call events found to run a forward through a helper (see
+        # ``_forward_classifier``); the events live as long as the file's analyses.
+        self._forward_helpers: set[int] = set()
+
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         flow = function_flow(self.context, node)
         regions = self._regions(flow)
         capture_args = self._closures_passed_to_capture(flow)
-        capturing = bool(regions) or bool(capture_args)
+        capturing = bool(regions) or bool(capture_args) or _is_capture_routine(node)
         if not capturing or not self._swa_related(node):
             return
         in_loop = self._loop_nodes(flow)
         # Forward runs directly in this function.
-        checked = FunctionFlow(self.context, node, extra=self._fill_on_forward)
+        checked = FunctionFlow(self.context, node, extra=self._forward_classifier(node))
         for cfg_node, position, step in self._forwards(checked):
             if (cfg_node in regions or cfg_node in in_loop) and not checked.data.clean_before(
                 cfg_node, position
@@ -385,19 +481,68 @@ class Runner:
             if closure is not None:
                 self._check_body(closure)
 
-    @staticmethod
-    def _fill_on_forward(event: Event) -> list[str]:
-        return [FILL] if is_forward_run(event) else []
+    def _forward_classifier(self, function: cst.FunctionDef) -> Callable[[Event], list[str]]:
+        """Effects SWA004 adds to an event of ``function``: a forward run is a fill.
 
-    @staticmethod
-    def _forwards(flow: FunctionFlow):  # type: ignore[no-untyped-def]
+        A call of a method the audit knows (``self._run_forward(...)``) runs a forward
+        when its body does, directly or through such calls (followed a few levels deep).
+        """
+        res = resolver(self.context)
+        classdef = self.context.enclosing(function, cst.ClassDef)
+        cls = (
+            res.class_of(self.context.path, classdef.name.value)
+            if isinstance(classdef, cst.ClassDef)
+            else None
+        )
+        path = self.context.path
+
+        def runs_forward(target: Target, depth: int, seen: set[Target]) -> bool:
+            # A capture routine (``capture_one_batch_size``) is checked on its own: its
+            # callers drive captures, they do not run a forward inside one.
+            if target in seen or depth > 3 or "capture" in target.name.lower():
+                return False
+            seen.add(target)
+            skeleton = res.skeleton(target)
+            if skeleton is None:
+                return False
+            owner = res.class_of(target.path, skeleton.cls)
+            for events in skeleton.events:
+                for event in events:
+                    if is_forward_run(event):
+                        return True
+                    if event.kind == CALL and event.receiver is not None:
+                        callee = res.resolve_call(event, owner, skeleton.types, target.path)
+                        if callee is not None and runs_forward(callee, depth + 1, seen):
+                            return True
+            return False
+
+        def classify(event: Event) -> list[str]:
+            if self._is_context_manager(event):
+                return []  # ``with self.forward_context(batch):`` runs no forward
+            if is_forward_run(event):
+                return [FILL]
+            if event.kind == CALL and event.receiver is not None:
+                target = res.resolve_call(event, cls, {}, path)
+                if target is not None and runs_forward(target, 0, set()):
+                    self._forward_helpers.add(id(event))
+                    return [FILL]
+            return []
+
+        return classify
+
+    def _forwards(self, flow: FunctionFlow):  # type: ignore[no-untyped-def]
         reach = flow.data.reach
         for cfg_node, steps in enumerate(flow.steps):
             if cfg_node not in reach:
                 continue
             for position, step in enumerate(steps):
-                if step.kind == FILL and is_forward_run(step.event):
+                if step.kind != FILL or step.target is not None:
+                    continue
+                if is_forward_run(step.event) or id(step.event) in self._forward_helpers:
                     yield cfg_node, position, step
+
+    def _is_context_manager(self, event: Event) -> bool:
+        return event.node is not None and isinstance(self.context.parent(event.node), cst.WithItem)
 
     def _regions(self, flow: FunctionFlow) -> set[int]:
         """CFG nodes run under a graph context or between capture_begin/capture_end."""
@@ -463,7 +608,7 @@ class Runner:
         return out
 
     def _check_body(self, closure: cst.FunctionDef) -> None:
-        checked = FunctionFlow(self.context, closure, extra=self._fill_on_forward)
+        checked = FunctionFlow(self.context, closure, extra=self._forward_classifier(closure))
         for cfg_node, position, step in self._forwards(checked):
             if not checked.data.clean_before(cfg_node, position):
                 self._report(step.event, closure, f"capture body `{closure.name.value}()`")

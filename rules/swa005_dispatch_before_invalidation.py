@@ -52,6 +52,7 @@ class DispatchBeforeInvalidation(Rule):
     name = "dispatch-before-invalidation"
     summary = "Forward dispatch reachable without invalidating the translation cache"
     config_keys = ("invalidate-methods", "translate-methods", "mapping-attributes")
+    uses_summaries = True
     invariant = "I6"
     origin = "SGLang PR #26152"
 

@@ -59,6 +59,7 @@ class FreshTensorTranslationWithoutFlush(Rule):
     name = "fresh-tensor-translation-without-flush"
     summary = "Translation of a freshly computed index tensor not bracketed by invalidations"
     config_keys = ("translate-methods", "invalidate-methods", "mapping-attributes")
+    uses_summaries = True
     invariant = "I7"
     origin = "SGLang PR #26152"
 

@@ -71,6 +71,9 @@ class Rule(cst.BatchableCSTVisitor):
     # The invariant (DESIGN.md) and the seed PR(s) the rule comes from.
     invariant: ClassVar[str] = ""
     origin: ClassVar[str] = ""
+    # Whether the rule reads method summaries (the first pass then builds every
+    # function's CFG and events, the costly part of an audit).
+    uses_summaries: ClassVar[bool] = False
     VALID: ClassVar[list[Valid]] = []
     INVALID: ClassVar[list[Invalid]] = []
 

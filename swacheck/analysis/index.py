@@ -33,7 +33,6 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class MethodInfo:
     name: str
-    line: int
     params: tuple[str, ...]
     decorators: tuple[str, ...] = ()
 
@@ -42,7 +41,6 @@ class MethodInfo:
 class ClassInfo:
     name: str
     path: str
-    line: int
     bases: tuple[str, ...]
     methods: dict[str, MethodInfo]
     # Attributes assigned on ``self`` in any method.
@@ -166,7 +164,7 @@ class _ClassCollector(cst.CSTVisitor):
                     self.factory_attributes.add(arg.keyword.value)
 
 
-def _class_info(node: cst.ClassDef, path: str, positions: Any) -> ClassInfo:
+def _class_info(node: cst.ClassDef, path: str) -> ClassInfo:
     methods: dict[str, MethodInfo] = {}
     fields_: list[str] = []
     field_types: dict[str, str] = {}
@@ -175,7 +173,7 @@ def _class_info(node: cst.ClassDef, path: str, positions: Any) -> ClassInfo:
         if isinstance(stmt, cst.FunctionDef):
             params = tuple(p.name.value for p in stmt.params.params)
             methods[stmt.name.value] = MethodInfo(
-                stmt.name.value, positions[stmt].start.line, params, _decorator_names(stmt)
+                stmt.name.value, params, _decorator_names(stmt)
             )
         elif isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
@@ -191,7 +189,6 @@ def _class_info(node: cst.ClassDef, path: str, positions: Any) -> ClassInfo:
     return ClassInfo(
         name=node.name.value,
         path=path,
-        line=positions[node].start.line,
         bases=tuple(n for arg in node.bases if (n := dotted_name(arg.value))),
         methods=methods,
         self_attributes=frozenset(collector.self_attributes),
@@ -202,27 +199,34 @@ def _class_info(node: cst.ClassDef, path: str, positions: Any) -> ClassInfo:
     )
 
 
-def index_module(wrapper: cst.MetadataWrapper, path: str) -> ModuleFacts:
-    """First-pass facts of one parsed file."""
-    from libcst.metadata import PositionProvider
+def index_module(wrapper: cst.MetadataWrapper, path: str, *, skeletons: bool) -> ModuleFacts:
+    """First-pass facts of one parsed file.
 
-    positions = wrapper.resolve(PositionProvider)
+    ``skeletons`` (per-function CFGs and events, for the method summaries of the order
+    rules) are the costly part and need positions; they are built only when an enabled
+    rule uses summaries.
+    """
     classes: list[ClassInfo] = []
     functions: set[str] = set()
 
     class Visitor(cst.CSTVisitor):
         def visit_ClassDef(self, node: cst.ClassDef) -> None:
-            classes.append(_class_info(node, path, positions))
+            classes.append(_class_info(node, path))
 
         def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
             functions.add(node.name.value)
 
     wrapper.module.visit(Visitor())
+    function_facts = {}
+    if skeletons:
+        from libcst.metadata import PositionProvider
+
+        function_facts = module_skeletons(wrapper.module, wrapper.resolve(PositionProvider))
     return ModuleFacts(
         path=path,
         classes=classes,
         defined_functions=frozenset(functions),
-        functions=module_skeletons(wrapper.module, positions),
+        functions=function_facts,
     )
 
 

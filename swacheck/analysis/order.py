@@ -52,7 +52,7 @@ from swacheck.analysis.summaries import (
     guard_key,
     swa_guard_polarity,
 )
-from swacheck.analysis.writes import Event
+from swacheck.analysis.writes import NEW, Event
 
 if TYPE_CHECKING:
     from swacheck.analysis.index import ClassInfo
@@ -190,6 +190,47 @@ class Graph:
                     seen.add(s)
                     stack.append(s)
         return seen
+
+
+def constructed_before(
+    graph: Graph, events: Sequence[Sequence[Event]], node: int, index: int, receiver: str | None
+) -> bool:
+    """Every path from the entry to event ``index`` of ``node`` binds ``receiver`` (dotted
+    text such as ``self.token_to_kv_pool``) to a newly constructed object (``Cls(...)``).
+
+    A write to the mapping of an object this function has just built is an initialisation,
+    like a constructor's own writes: nothing can have cached a translation through it yet.
+    """
+    if not receiver or receiver in ("self", "?", "super()"):
+        return False
+
+    def transfer(evs: Sequence[Event], state: bool) -> bool:
+        for event in evs:
+            if event.kind != WRITE or not event.rebinding or event.receiver is None:
+                continue
+            bound = f"{event.receiver}.{event.name}"
+            if bound == receiver:
+                state = event.value == NEW
+            elif receiver.startswith(bound + "."):
+                state = False  # an object on the way to the receiver was replaced
+        return state
+
+    n = len(graph.succs)
+    state = [True] * n
+    state[graph.entry] = False
+    changed = True
+    while changed:
+        changed = False
+        for current in range(n):
+            if current == graph.entry:
+                continue
+            # No predecessor (code a mode guard prunes): left at the top value, so it
+            # cannot spoil the paths that do run.
+            value = all(transfer(events[p], state[p]) for p in graph.preds[current])
+            if value != state[current]:
+                state[current] = value
+                changed = True
+    return transfer(events[node][:index], state[node])
 
 
 def _must_inv(effects: Sequence[Effect]) -> bool:
@@ -333,9 +374,10 @@ class Dataflow:
 
     # -- what the summaries and rules ask ---------------------------------------------------
 
-    def write_covered(self, node: int, position: int, constructor: bool) -> bool:
-        """I1 for the write at effect ``position`` of ``node``."""
-        if constructor and not self.filled_before(node, position):
+    def write_covered(self, node: int, position: int, initialising: bool) -> bool:
+        """I1 for the write at effect ``position`` of ``node``; ``initialising``: the write
+        is a constructor's, or to an object built here (exempt before any fill)."""
+        if initialising and not self.filled_before(node, position):
             return True
         return self.covered_after(node, position) or self.clean_before(node, position)
 
@@ -480,6 +522,19 @@ class FunctionFlow:
             event, self.cls, self.analysis.local_types, self.context.path
         )
 
+    def initialises(self, node: int, step: Step) -> bool:
+        """Whether ``step`` writes the mapping of an object built in this function
+        (:func:`constructed_before`)."""
+        event = step.event
+        if event.kind != WRITE or step.target is not None:
+            return False
+        for index, other in enumerate(self.analysis.events[node]):
+            if other is event:
+                return constructed_before(
+                    self.graph, self.analysis.events, node, index, event.receiver
+                )
+        return False
+
     def calls_by_name(self, name: str) -> list[Event]:
         """Plain calls ``name(...)`` made in this function."""
         return [
@@ -496,7 +551,9 @@ class FunctionFlow:
         writes = False
         for node, position, step in self.positions_of(WRITE):
             writes = True
-            if uncovered is None and not data.write_covered(node, position, False):
+            if uncovered is None and not data.write_covered(
+                node, position, self.initialises(node, step)
+            ):
                 uncovered = (step.event.line, step.event.how or "call")
         return Summary(
             must_invalidate=data.entry_must_invalidate(),

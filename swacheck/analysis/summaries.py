@@ -37,7 +37,7 @@ import libcst as cst
 from swacheck.analysis.aliases import local_aliases
 from swacheck.analysis.cfg import CFG, FALSE, TRUE, cfg_for
 from swacheck.analysis.names import dotted_name
-from swacheck.analysis.writes import CALL, WRITE, Event, node_events
+from swacheck.analysis.writes import CALL, NONE, WRITE, Event, node_events
 
 if TYPE_CHECKING:
     from swacheck.analysis.index import ClassInfo, ProjectIndex
@@ -377,6 +377,7 @@ class SummaryResolver:
                 if "." not in key:
                     self._functions.setdefault(key, []).append(path)
         self._callers: dict[Target, list[tuple[str, str, Event]]] | None = None
+        self._cache_attrs: dict[tuple[str, str], frozenset[str]] = {}
 
     # -- classes ------------------------------------------------------------------
 
@@ -417,6 +418,30 @@ class SummaryResolver:
 
     def defines(self, info: ClassInfo, name: str) -> bool:
         return self.find_method(info, name) is not None
+
+    def cache_attributes(self, info: ClassInfo) -> frozenset[str]:
+        """The attributes the class's invalidation method resets on ``self``.
+
+        Resetting one of them to ``None`` directly (``self._cached_loc_key = None``, DSV4's
+        ``self.cached_loc = None`` in ``register_mapping``) is an inline invalidation.
+        """
+        key = (info.path, info.name)
+        cached = self._cache_attrs.get(key)
+        if cached is not None:
+            return cached
+        attrs: set[str] = set()
+        for method in self.names.config.invalidate_methods:
+            target = self.find_method(info, method)
+            skeleton = self.skeleton(target) if target is not None else None
+            if skeleton is None:
+                continue
+            for events in skeleton.events:
+                for event in events:
+                    if event.kind == WRITE and event.rebinding and event.receiver == "self":
+                        attrs.add(event.name)
+        result = frozenset(attrs)
+        self._cache_attrs[key] = result
+        return result
 
     # -- skeletons -------------------------------------------------------------------
 
@@ -484,6 +509,10 @@ class SummaryResolver:
         if event.kind == WRITE:
             if names.is_mapping(event.name) and (not event.possible or self.kernel_writes):
                 return ((WRITE, None),)
+            if event.rebinding and event.value == NONE and not event.conditional:
+                owner = self.receiver_class(event.receiver, cls, types, path)
+                if owner is not None and event.name in self.cache_attributes(owner):
+                    return ((INV, None),)
             return ()
         if names.is_invalidate(event.name):
             return ((INV, None),)
@@ -535,12 +564,18 @@ class SummaryResolver:
         constructor = skeleton.name in CONSTRUCTORS
         for node, events in enumerate(skeleton.events):
             position = 0
-            for event in events:
+            for index, event in enumerate(events):
                 for kind, _ in self.event_effects(event, cls, types, target.path):
                     if kind == WRITE:
                         writes = True
+                        initialising = constructor or (
+                            event.kind == WRITE
+                            and order.constructed_before(
+                                graph, skeleton.events, node, index, event.receiver
+                            )
+                        )
                         if uncovered is None and not flow.write_covered(
-                            node, position, constructor
+                            node, position, initialising
                         ):
                             uncovered = (event.line, event.how or "call")
                     position += 1

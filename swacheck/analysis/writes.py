@@ -7,7 +7,8 @@ A *write* is anything that can change an attribute's tensor (or rebinds it):
 * an in-place method: any public ``*_`` method (``fill_``, ``zero_``, ``copy_``,
   ``index_copy_``, ``index_fill_``, ``index_put_``, ``masked_fill_``, ``scatter_``,
   ``scatter_add_``, ...) called on the attribute or a view of it;
-* ``torch.<name>_(r.attr, ...)`` functions (``torch.index_put_``) on their first argument;
+* ``torch.<name>_(r.attr, ...)`` functions (``torch.index_put_``, and those of device
+  extensions such as ``torch_npu.npu_scatter_nd_update_``) on their first argument;
 * an ``out=`` keyword naming the attribute;
 * a Triton launch ``kernel[grid](..., r.attr, ...)``: a *possible* write (the rules
   decide, by configuration, whether it counts).
@@ -35,8 +36,23 @@ from swacheck.analysis.names import dotted_name
 CALL = "call"
 WRITE = "write"
 
+# Values a rebinding binds (``Event.value``).
+NEW = "new"
+NONE = "none"
+
 # ``*_`` methods that change no tensor data.
 _NOT_WRITES = frozenset({"requires_grad_", "share_memory_", "retain_grad_"})
+
+
+# PyTorch and its out-of-tree device extensions: their ``*_`` functions write their first
+# argument (``torch.index_put_``, ``torch_npu.npu_scatter_nd_update_``). A local named
+# like one of these would shadow the module; none of the engines does that.
+_TORCH_MODULES = frozenset({"torch", "torch_npu", "torch_mlu", "torch_musa"})
+
+
+def _is_torch_module(dotted: str) -> bool:
+    """``torch``, ``torch.Tensor``, ``torch.ops.x``, ``torch_npu``, ..."""
+    return dotted.split(".", 1)[0] in _TORCH_MODULES
 
 
 def is_inplace_method(name: str) -> bool:
@@ -66,12 +82,26 @@ class Event:
     via: str | None = None
     # WRITE: rebinding of the attribute itself (``r.attr = value``).
     rebinding: bool = False
+    # WRITE, rebinding: what is bound: NEW (a freshly constructed ``Cls(...)``), NONE
+    # (``None``), or "" (anything else).
+    value: str = ""
     # The CST node (call, or written target); ``None`` once made picklable.
     node: Any = field(default=None, compare=False, repr=False)
 
     def bare(self) -> Event:
         """This event without its CST node (picklable)."""
         return replace(self, node=None) if self.node is not None else self
+
+
+def _bound_value(value: cst.BaseExpression) -> str:
+    """NEW for ``Cls(...)``/``mod.Cls(...)`` (a capitalised callee), NONE for ``None``."""
+    if isinstance(value, cst.Name) and value.value == "None":
+        return NONE
+    if isinstance(value, cst.Call):
+        name = dotted_name(value.func)
+        if name and name.rsplit(".", 1)[-1][:1].isupper():
+            return NEW
+    return ""
 
 
 class EventCollector:
@@ -106,6 +136,7 @@ class EventCollector:
         how: str,
         possible: bool = False,
         rebinding: bool = False,
+        value: str = "",
     ) -> None:
         if ref is None:
             return
@@ -120,6 +151,7 @@ class EventCollector:
                 possible,
                 ref.via,
                 rebinding,
+                value,
                 node,
             )
         )
@@ -152,11 +184,11 @@ class EventCollector:
         if isinstance(node, cst.Assign):
             self.expr(node.value)
             for target in node.targets:
-                self.store(target.target, "assignment")
+                self.store(target.target, "assignment", value=_bound_value(node.value))
         elif isinstance(node, cst.AnnAssign):
             if node.value is not None:
                 self.expr(node.value)
-                self.store(node.target, "assignment")
+                self.store(node.target, "assignment", value=_bound_value(node.value))
         elif isinstance(node, cst.AugAssign):
             self.load_parts(node.target)
             self.expr(node.value)
@@ -193,7 +225,9 @@ class EventCollector:
             self.expr(node.decorator)
         # Import, Pass, Global, Break, ...: no events.
 
-    def store(self, target: cst.BaseExpression, how: str, augmented: bool = False) -> None:
+    def store(
+        self, target: cst.BaseExpression, how: str, augmented: bool = False, value: str = ""
+    ) -> None:
         if isinstance(target, cst.Attribute):
             self.expr(target.value)
             receiver = dotted_name(target.value) or "?"
@@ -202,6 +236,7 @@ class EventCollector:
                 target,
                 how,
                 rebinding=not augmented,
+                value=value if not augmented else "",
             )
         elif isinstance(target, cst.Subscript):
             self.load_parts(target)
@@ -294,7 +329,7 @@ class EventCollector:
         if isinstance(func, cst.Attribute) and is_inplace_method(func.attr.value):
             name = func.attr.value
             module = dotted_name(func.value)
-            if module in ("torch", "torch.Tensor"):
+            if module is not None and _is_torch_module(module):
                 positional = [a for a in call.args if a.keyword is None]
                 if positional:
                     self._write(

@@ -77,3 +77,81 @@ def test_parallel_audit_matches_serial(tmp_path: Path) -> None:
     assert [(f.path, f.start) for f in serial.findings] == [
         (f.path, f.start) for f in parallel.findings
     ]
+
+
+def _swa001(files: dict[str, str], root: Path) -> list[tuple[str, int]]:
+    rule = rule_by_code("SWA001")
+    assert rule is not None
+    result = audit_sources(
+        files, AuditOptions(rules=[rule], config=config_from_table({}), jobs=1), root=root
+    )
+    assert not result.errors, result.errors
+    return sorted((f.path, f.start.row) for f in result.findings)
+
+
+def test_delegation_chain_is_reported_once_at_the_top(tmp_path: Path) -> None:
+    # Two private helpers pass the write up; only the public caller that does not
+    # invalidate is reported (not every link of the chain).
+    source = (
+        "class Pool:\n"
+        "    def invalidate_loc_cache(self):\n"
+        "        self._key = None\n"
+        "\n"
+        "    def _write_rows(self, idx):\n"
+        "        self.full_to_swa_index_mapping[idx] = 0\n"
+        "\n"
+        "    def _apply(self, idx):\n"
+        "        self._write_rows(idx)\n"
+        "\n"
+        "    def update(self, idx):\n"
+        "        self._apply(idx)\n"
+    )
+    assert _swa001({"pool.py": source}, tmp_path) == [("pool.py", 12)]
+
+
+def test_start_up_wiring_in_a_private_helper_is_not_passed_up(tmp_path: Path) -> None:
+    # The helper builds the pool and shares a mapping with it before anything runs:
+    # an initialisation, so neither the helper nor its caller is reported.
+    source = (
+        "class SWAKVPool:\n"
+        "    def invalidate_loc_cache(self):\n"
+        "        self._key = None\n"
+        "\n"
+        "class Runner:\n"
+        "    def _init_pools(self, size, allocator):\n"
+        "        if size > 8:\n"
+        "            self.kv_pool = SWAKVPool(size)\n"
+        "        else:\n"
+        "            self.kv_pool = SWAKVPool(8)\n"
+        "        self.kv_pool.full_to_swa_index_mapping = allocator.full_to_swa_index_mapping\n"
+        "\n"
+        "    def init_memory(self, size, allocator):\n"
+        "        self._init_pools(size, allocator)\n"
+        "\n"
+        "    def rewire(self, allocator):\n"
+        "        self.kv_pool.full_to_swa_index_mapping = allocator.full_to_swa_index_mapping\n"
+    )
+    # Only the rewiring of an existing pool is a write to cover.
+    assert _swa001({"runner.py": source}, tmp_path) == [("runner.py", 17)]
+
+
+def test_start_up_wiring_behind_a_mode_guard(tmp_path: Path) -> None:
+    # The non-SWA branch (pruned: SWA mode is assumed) builds no pool of a known class;
+    # it must not hide that every path that runs in SWA mode built the pool.
+    source = (
+        "class SWAKVPool:\n"
+        "    def invalidate_loc_cache(self):\n"
+        "        self._key = None\n"
+        "\n"
+        "class Runner:\n"
+        "    def _init_pools(self, size, allocator, pool_cls):\n"
+        "        if self.is_hybrid_swa:\n"
+        "            self.kv_pool = SWAKVPool(size)\n"
+        "        else:\n"
+        "            self.kv_pool = pool_cls(size)\n"
+        "        self.kv_pool.full_to_swa_index_mapping = allocator.full_to_swa_index_mapping\n"
+        "\n"
+        "    def init_memory(self, size, allocator):\n"
+        "        self._init_pools(size, allocator, None)\n"
+    )
+    assert _swa001({"runner.py": source}, tmp_path) == []

@@ -110,7 +110,7 @@ def _project(files: dict[str, str]) -> ProjectIndex:
     for path, text in files.items():
         wrapper = MetadataWrapper(cst.parse_module(textwrap.dedent(text)))
         wrapper.resolve(PositionProvider)
-        facts = index_module(wrapper, path)
+        facts = index_module(wrapper, path, skeletons=True)
         for code in ("SWA001",):
             facts.rule_facts[code] = ScopeFacts(True, True)
         modules.append(facts)
@@ -217,3 +217,20 @@ def test_index_is_picklable() -> None:
     assert "full_to_swa_index_mapping" not in again.owned_attributes(info)
     alloc = again.resolve_class("Allocator")
     assert alloc is not None and alloc.attribute_types == {"_kvcache": "SWAKVPool"}
+
+
+def test_device_extension_inplace_functions_write_their_first_argument() -> None:
+    # ``torch_npu.npu_scatter_nd_update_(table, idx, src)`` updates ``table`` like
+    # ``torch.index_put_``; a tensor method's first argument is only read.
+    writes = _writes(
+        """
+        def f(self, idx, src, buf):
+            torch_npu.npu_scatter_nd_update_(self.m, idx, src)
+            buf.copy_(self.m)
+            torch.ops.my_ext.fill_rows_(self.m, idx)
+        """
+    )
+    assert [(name, how) for name, how, _ in writes] == [
+        ("m", "`torch_npu.npu_scatter_nd_update_()`"),
+        ("m", "`torch.ops.my_ext.fill_rows_()`"),
+    ]
