@@ -111,8 +111,11 @@ def test_capture_without_invalidation_diverges_with_cuda_graphs():
         timeout=300,
     )
     assert proc.returncode != 0, proc.stdout[-2000:]
-    if proc.returncode == 1:
-        assert '"diverged": true' in proc.stdout
+    # Either the logits leave the oracle (the demo marks the step DIVERGED and, if it
+    # gets that far, says so in its JSON line) or the stale index hits freed memory
+    # and CUDA raises; seen on an H100: divergence at the first decode, then the error.
+    diverged = "DIVERGED" in proc.stdout or '"diverged": true' in proc.stdout
+    assert diverged or "CUDA error" in proc.stderr, (proc.stdout[-2000:], proc.stderr[-2000:])
 
 
 def _cache_key_at(runner, obj, method, when):
