@@ -42,6 +42,7 @@ class DecodeInputBuffers:
 class CudaGraphRunner:
     def __init__(self, model_runner, buffers: DecodeInputBuffers):
         self.model_runner = model_runner
+        self.is_hybrid_swa = model_runner.is_hybrid_swa
         self.buffers = buffers
         self.graphs = {}
 

@@ -346,3 +346,13 @@ class TestCache:
         write(tmp_path / "bufs.py", INT64_SWA)
         swacheck("audit", "--no-cache", check_rc=1)
         assert not (tmp_path / ".swacheck_cache").exists()
+
+
+def test_bundled_examples_show_every_rule(swacheck_at) -> None:
+    """The quick start audits examples/: each rule must have its seed bug there."""
+    from swacheck.rules import all_rules
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    proc = swacheck_at(examples)("audit", ".", "--no-cache", "--output-format", "json", check_rc=1)
+    found = {f["code"] for f in json.loads(proc.stdout)}
+    assert found == {rule.code for rule in all_rules()}
