@@ -47,7 +47,7 @@ class Finding:
     start: Position
     end: Position
     fix: Fix | None = None
-    # The row a ``# noqa`` comment must sit on to suppress this finding.
+    # The row a suppression comment (noqa) must sit on to suppress this finding.
     noqa_row: int | None = None
     # Extra notes (e.g. which path misses an invalidation) kept out of the one-line message.
     notes: tuple[str, ...] = field(default=())

@@ -172,9 +172,7 @@ def _class_info(node: cst.ClassDef, path: str) -> ClassInfo:
     for stmt in body:
         if isinstance(stmt, cst.FunctionDef):
             params = tuple(p.name.value for p in stmt.params.params)
-            methods[stmt.name.value] = MethodInfo(
-                stmt.name.value, params, _decorator_names(stmt)
-            )
+            methods[stmt.name.value] = MethodInfo(stmt.name.value, params, _decorator_names(stmt))
         elif isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
                 if isinstance(small, cst.AnnAssign):

@@ -31,9 +31,7 @@ def _context(path: str, parsed: Parsed, config: Config, project: ProjectIndex) -
 def collect_facts(
     path: str, parsed: Parsed, rules: Sequence[type[Rule]], config: Config
 ) -> ModuleFacts:
-    facts = index_module(
-        parsed.wrapper, path, skeletons=any(rule.uses_summaries for rule in rules)
-    )
+    facts = index_module(parsed.wrapper, path, skeletons=any(rule.uses_summaries for rule in rules))
     context = _context(path, parsed, config, ProjectIndex())
     for rule in rules:
         collected = rule.collect_facts(context)

@@ -15,7 +15,7 @@ _NOQA = re.compile(
 @dataclass(frozen=True)
 class Suppression:
     row: int
-    # ``None``: a bare ``# noqa`` suppresses every code on the row.
+    # ``None``: a bare suppression comment (no codes) covers every code on the row.
     codes: frozenset[str] | None
 
     def covers(self, code: str) -> bool:
