@@ -53,6 +53,8 @@ class _Hit:
     node: cst.CSTNode
     how: str
     fix: Fix | None = None
+    # An explicit conversion (``.long()``, ``.to(...)``, ``.type(...)``), not an allocation.
+    cast: bool = False
 
 
 class SwaLocInt64(Rule):
@@ -122,6 +124,21 @@ def free_swa(self, free_index):
     # a local gather for host-side bookkeeping is not a location buffer
     swa_indices = self.full_to_swa_index_mapping[free_index]
     self.swa_attn_allocator.free(swa_indices[swa_indices > 0])
+"""
+        ),
+        Valid(
+            """
+def transfer_indices(self, full_indices):
+    swa_indices = self.translate_loc_from_full_to_swa(full_indices)
+    # an explicit conversion into a local, for an API that takes int64
+    live_swa_indices = swa_indices[swa_indices > 0].to(torch.int64)
+    return live_swa_indices.cpu().tolist()
+"""
+        ),
+        Valid(
+            """
+# `block` holds the letters of `loc`, but block offsets are not locations
+_swa_block_offsets = torch.arange(block_size)
 """
         ),
         Valid(
@@ -228,18 +245,18 @@ buffers = DecodeInputBuffers(out_cache_loc_swa=torch.full((bs,), 0))
         ),
         Invalid(
             """
-swa_loc = loc.to(device, dtype=torch.int64, non_blocking=True)
+metadata.swa_loc = loc.to(device, dtype=torch.int64, non_blocking=True)
 """,
             line=2,
         ),
         Invalid(
             """
-swa_loc = loc.int()
+self.swa_loc = loc.int()
 """,
             line=2,
             config={"swa-loc-dtype": "int64"},
             fixed="""
-swa_loc = loc.long()
+self.swa_loc = loc.long()
 """,
         ),
     ]
@@ -286,12 +303,18 @@ swa_loc = loc.long()
     def _check_binding(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
         name = target_name(target)
         if name is not None and self.context.names.is_swa_loc(name):
-            # A gather into a plain local is an intermediate (host-side bookkeeping such as
-            # freeing slots); only what is kept or handed on must be int32.
-            self._check_value(name, value, gathers=not isinstance(target, cst.Name))
+            # A gather or an explicit cast into a plain local is an intermediate
+            # (host-side bookkeeping such as freeing slots, or indices converted for a
+            # transfer API); only what is allocated, kept or handed on must be int32.
+            local = isinstance(target, cst.Name)
+            self._check_value(name, value, gathers=not local, casts=not local)
 
-    def _check_value(self, name: str, value: cst.BaseExpression, gathers: bool = True) -> None:
+    def _check_value(
+        self, name: str, value: cst.BaseExpression, gathers: bool = True, casts: bool = True
+    ) -> None:
         for hit in self._wrong_dtype(value, gathers):
+            if not casts and hit.cast:
+                continue
             self.report(
                 hit.node,
                 f"SWA location `{name}` {hit.how}; SWA-space locations must be "
@@ -358,13 +381,14 @@ swa_loc = loc.long()
                     func.attr,
                     f"is cast with .{method}()",
                     self.context.replace(func.attr, replacement, f"Use .{replacement}()"),
+                    cast=True,
                 )
         elif method in ("to", "type"):
             dtype_hit = False
             for arg in call.args:
                 if arg.keyword is not None and arg.keyword.value != "dtype":
                     continue
-                yield from self._dtype_argument(arg.value, f".{method}(...)")
+                yield from self._dtype_argument(arg.value, f".{method}(...)", cast=True)
                 if self.dtypes.dtypes_of(arg.value):
                     dtype_hit = True
             if not dtype_hit:
@@ -414,7 +438,9 @@ swa_loc = loc.long()
         # tensor / as_tensor / asarray: a literal list or tuple of ints
         return bool(positional) and _is_int_sequence(positional[0])
 
-    def _dtype_argument(self, value: cst.BaseExpression, where: str) -> Iterator[_Hit]:
+    def _dtype_argument(
+        self, value: cst.BaseExpression, where: str, cast: bool = False
+    ) -> Iterator[_Hit]:
         dtypes = self.dtypes.dtypes_of(value)
         if self.wrong not in dtypes:
             return
@@ -429,10 +455,13 @@ swa_loc = loc.long()
                 value,
                 f"gets {literal} in {where}",
                 self.context.replace(value, new, f"Use {new}"),
+                cast=cast,
             )
         else:
             origin = self.dtypes.origin_of(value)
-            yield _Hit(value, f"gets torch.{self.wrong} in {where} (dtype from {origin})")
+            yield _Hit(
+                value, f"gets torch.{self.wrong} in {where} (dtype from {origin})", cast=cast
+            )
 
 
 def _is_int_literal(node: cst.BaseExpression) -> bool:

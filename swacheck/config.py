@@ -24,10 +24,13 @@ class ConfigError(Exception):
     """A configuration problem the user must fix (exit status 2)."""
 
 
-# Names with the word ``swa`` (between ``_`` or the ends) that also name a location;
-# names that contain ``mapping`` are translation tables, not locations.
+# Names with the word ``swa`` (between ``_`` or the ends) that also hold a location
+# word (``loc``/``locs``, ``slot``/``slots``, ``indices``, ``index``) as a ``_``-separated
+# word: ``out_cache_loc_swa``, ``swa_indices``. Whole words, so ``_swa_block_offsets``
+# (``block`` holds ``loc``) is not one. Names with ``mapping`` are tables, not locations.
 DEFAULT_SWA_LOC_PATTERN = (
-    r"^(?!.*mapping)(?=(?:.*_)?swa(?:_.*)?$)(?=.*(?:loc|slot|indices|index)).*$"
+    r"^(?!.*mapping)(?=(?:.*_)?swa(?:_.*)?$)"
+    r"(?=(?:.*_)?(?:locs?|slots?|indices|index)(?:_.*)?$).*$"
 )
 
 INTEGER_DTYPES = ("int32", "int64")

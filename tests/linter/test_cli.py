@@ -168,7 +168,7 @@ class TestConfiguration:
             tmp_path / "pyproject.toml",
             "[tool.swacheck]\nswa-loc-dtype = 'int64'\n",
         )
-        write(tmp_path / "bufs.py", "swa_loc = loc.int()\n")
+        write(tmp_path / "bufs.py", "self.swa_loc = loc.int()\n")
         proc = swacheck("audit", check_rc=1)
         assert "torch.int64" in proc.stdout
 
