@@ -303,6 +303,24 @@ class Runner:
 """,
             files={"pool.py": _POOL},
         ),
+        # a fill only in code the mode guard rules out (SWA mode is assumed) does not
+        # flow into the code after the branch
+        Valid(
+            """
+class Pool:
+    def invalidate_loc_cache(self):
+        self._cached_loc_key = None
+
+    def translate_loc_from_full_to_swa(self, loc):
+        return self.full_to_swa_index_mapping[loc]
+
+    def reset(self, loc):
+        self.invalidate_loc_cache()
+        if not self.is_hybrid_swa:
+            self.translate_loc_from_full_to_swa(loc)
+        self.full_to_swa_index_mapping.zero_()
+"""
+        ),
         # no audited file defines an invalidation method: nothing to invalidate
         Valid(
             """
@@ -613,6 +631,23 @@ class Pool:
         self.last_table = None
 """,
             line=7,
+        ),
+        # a flag naming an SWA sub-mode (a ring buffer) is not the SWA mode switch: the
+        # write after its early return runs in SWA mode too
+        Invalid(
+            """
+class Allocator:
+    def invalidate_loc_cache(self):
+        self._cached_loc_key = None
+
+    def alloc_decode(self, last_loc, rows):
+        if self._swa_req_ring:
+            return self.full_attn_allocator.alloc_decode(last_loc)
+        full = self.full_attn_allocator.alloc_decode(last_loc)
+        self.full_to_swa_index_mapping[full] = rows
+        return full
+""",
+            line=10,
         ),
         # a pool built elsewhere (a parameter) gets no start-up exemption
         Invalid(

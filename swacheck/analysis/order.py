@@ -216,6 +216,7 @@ def constructed_before(
         return state
 
     n = len(graph.succs)
+    reach = graph.reachable()  # code a mode guard prunes must not spoil the paths that run
     state = [True] * n
     state[graph.entry] = False
     changed = True
@@ -224,9 +225,7 @@ def constructed_before(
         for current in range(n):
             if current == graph.entry:
                 continue
-            # No predecessor (code a mode guard prunes): left at the top value, so it
-            # cannot spoil the paths that do run.
-            value = all(transfer(events[p], state[p]) for p in graph.preds[current])
+            value = all(transfer(events[p], state[p]) for p in graph.preds[current] if p in reach)
             if value != state[current]:
                 state[current] = value
                 changed = True
@@ -326,13 +325,14 @@ class Dataflow:
             n = len(g.succs)
             clean = [True] * n
             clean[g.entry] = self.entry_clean
+            reach = self.reach  # code a mode guard prunes has no say
             changed = True
             while changed:
                 changed = False
                 for node in range(n):
                     if node == g.entry:
                         continue
-                    preds = g.preds[node]
+                    preds = [p for p in g.preds[node] if p in reach]
                     value = all(self._transfer_clean(g.effects[p], clean[p]) for p in preds)
                     if value != clean[node]:
                         clean[node] = value
@@ -353,6 +353,7 @@ class Dataflow:
             g = self.graph
             n = len(g.succs)
             filled = [False] * n
+            reach = self.reach
             changed = True
             while changed:
                 changed = False
@@ -360,6 +361,8 @@ class Dataflow:
                     if filled[node] or node == g.entry:
                         continue
                     for p in g.preds[node]:
+                        if p not in reach:
+                            continue
                         if filled[p] or any(k == FILL for k, _ in g.effects[p]):
                             filled[node] = True
                             changed = True

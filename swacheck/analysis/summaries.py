@@ -328,12 +328,27 @@ def is_swa_word(name: str) -> bool:
     return _SWA_WORD.search(name) is not None
 
 
+# A flag that states the SWA mode itself: a predicate (``is_``, ``has_``, ``use_``,
+# ``enable_``...) whose subject is SWA, such as ``is_hybrid_swa``, ``has_swa``, ``use_swa``,
+# ``is_swa_enabled``. Flags that only mention SWA choose a sub-mode or a layer kind
+# (``_swa_req_ring``, ``is_swa_layer``, ``is_hybrid_swa_compress``, ``_skip_swa``): in SWA
+# mode they go either way, so their branches are both kept.
+_SWA_MODE_FLAG = re.compile(
+    r"_?(is|has|use|uses|using|enable|enabled|with)_(\w+_)?swa(_enabled|_mode|_model)?",
+    re.IGNORECASE,
+)
+
+
+def is_swa_mode_flag(name: str) -> bool:
+    return _SWA_MODE_FLAG.fullmatch(name) is not None
+
+
 def swa_guard_polarity(key: str, names: Names) -> bool | None:
     """True/False when the guard ``key`` holds exactly in SWA mode / outside it, else None."""
     negated = key.startswith("!")
     kind, _, value = key.lstrip("!").partition(":")
     if kind == "name":
-        hit = is_swa_word(value)
+        hit = is_swa_mode_flag(value)
     elif kind == "hasattr":
         hit = names.is_invalidate(value) or names.is_translate(value) or names.is_mapping(value)
     elif kind == "isinstance":

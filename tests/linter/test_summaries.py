@@ -234,3 +234,13 @@ def test_device_extension_inplace_functions_write_their_first_argument() -> None
         ("m", "`torch_npu.npu_scatter_nd_update_()`"),
         ("m", "`torch.ops.my_ext.fill_rows_()`"),
     ]
+
+
+def test_swa_mode_flags_are_predicates_about_swa_itself() -> None:
+    from swacheck.analysis.summaries import is_swa_mode_flag
+
+    for name in ("is_hybrid_swa", "has_swa", "HAS_SWA", "use_swa", "is_swa_enabled"):
+        assert is_swa_mode_flag(name), name
+    # sub-modes and layer kinds go either way in SWA mode
+    for name in ("_swa_req_ring", "is_swa_layer", "is_hybrid_swa_compress", "_skip_swa"):
+        assert not is_swa_mode_flag(name), name
