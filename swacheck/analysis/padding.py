@@ -2,7 +2,8 @@
 
 A *padding branch* is the block a CUDA-graph runner executes when the batch it is
 about to replay was padded up to a captured size: the comparison of a raw size with
-a padded one (``bs != raw_bs``, ``raw_bs < bs``, ``num_tokens != self.raw_num_tokens``),
+a padded one (``bs != raw_bs``, ``raw_bs < bs``, ``num_tokens != self.raw_num_tokens``,
+``static_num_tokens != num_tokens``: one side's name marked raw or padded by a word),
 a flag assigned such a comparison (``padded = bs != raw_bs; if padded:``), the
 ``else`` of ``if bs == raw_bs:``, ``not``/``and``/``or`` combinations of these, and
 ``elif`` forms (an ``elif`` is an ``If`` node of its own in libcst).
@@ -41,18 +42,36 @@ def _words(name: str) -> list[str]:
     return [w for w in name.lower().split("_") if w]
 
 
-def is_raw_size(expr: cst.BaseExpression) -> bool:
-    """``raw_bs``, ``self.raw_num_tokens``, ``bs_raw``: a name with the word ``raw`` and more."""
+# Words that mark a size as the batch's own (unpadded) one, and as the padded one.
+RAW_WORDS = frozenset({"raw", "real", "unpadded"})
+PADDED_WORDS = frozenset({"static", "padded", "captured"})
+
+
+def _size_words(expr: cst.BaseExpression) -> list[str]:
     if not isinstance(expr, cst.Name | cst.Attribute):
-        return False
-    name = target_name(expr)
-    words = _words(name or "")
-    return "raw" in words and len(words) > 1
+        return []
+    return _words(target_name(expr) or "")
+
+
+def _marked(expr: cst.BaseExpression, marks: frozenset[str]) -> bool:
+    """A name with one of ``marks`` as a ``_``-separated word and at least one more word."""
+    words = _size_words(expr)
+    return len(words) > 1 and any(w in marks for w in words)
+
+
+def is_raw_size(expr: cst.BaseExpression) -> bool:
+    """``raw_bs``, ``self.raw_num_tokens``, ``bs_raw``, ``real_num_tokens``."""
+    return _marked(expr, RAW_WORDS)
+
+
+def is_padded_size(expr: cst.BaseExpression) -> bool:
+    """``static_num_tokens``, ``padded_bs``, ``self.captured_bs``."""
+    return _marked(expr, PADDED_WORDS) and not is_raw_size(expr)
 
 
 def _is_size_operand(expr: cst.BaseExpression) -> bool:
-    """The padded side: a name, attribute, call or subscript that is not itself raw."""
-    if is_raw_size(expr):
+    """The other side: a name, attribute, call or subscript, not itself marked."""
+    if is_raw_size(expr) or is_padded_size(expr):
         return False
     return isinstance(expr, cst.Name | cst.Attribute | cst.Call | cst.Subscript)
 
@@ -64,10 +83,21 @@ def _comparison_polarity(node: cst.Comparison) -> Polarity | None:
     op = node.comparisons[0].operator
     right = node.comparisons[0].comparator
     raw_left, raw_right = is_raw_size(left), is_raw_size(right)
-    if raw_left == raw_right:
-        return None
-    other = right if raw_left else left
-    if not _is_size_operand(other):
+    if raw_left != raw_right:
+        # ``raw_bs`` against anything unmarked, or against a padded size
+        other = right if raw_left else left
+        if not (_is_size_operand(other) or is_padded_size(other)):
+            return None
+    elif not raw_left:
+        # ``static_num_tokens != num_tokens``: the unmarked side is the raw one
+        padded_left, padded_right = is_padded_size(left), is_padded_size(right)
+        if padded_left == padded_right:
+            return None
+        other = right if padded_left else left
+        if not _is_size_operand(other):
+            return None
+        raw_left, raw_right = padded_right, padded_left
+    else:
         return None
     if isinstance(op, cst.NotEqual):
         return "body"
@@ -83,6 +113,11 @@ def _comparison_polarity(node: cst.Comparison) -> Polarity | None:
     if isinstance(op, cst.LessThanEqual) and raw_right:
         return "orelse"  # padded <= raw: not padded
     return None
+
+
+def padding_trigger_strings() -> frozenset[str]:
+    """Text every padding test holds: a marked word next to another word."""
+    return frozenset(text for word in RAW_WORDS | PADDED_WORDS for text in (f"{word}_", f"_{word}"))
 
 
 def _flip(polarity: Polarity | None) -> Polarity | None:

@@ -1,0 +1,498 @@
+"""SWA006 storage-pointer-cache-key."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from swacheck.analysis.names import call_name, target_name
+from swacheck.analysis.padding import is_location_name, single_assignments
+from swacheck.config import Config
+from swacheck.finding import Applicability
+from swacheck.rule import FixSafety, Invalid, Rule, Valid
+
+if TYPE_CHECKING:
+    from swacheck.context import FileContext
+
+_STORAGE_METHODS = ("untyped_storage", "storage", "_typed_storage")
+# What carries a tensor's length into a key.
+_LENGTH_CALLS = {"numel", "nelement", "size", "len"}
+_LENGTH_ATTRIBUTES = {"shape"}
+
+
+def _storage_pointer(call: cst.Call) -> cst.Call | None:
+    """The ``x.untyped_storage()`` part of ``x.untyped_storage().data_ptr()``, else ``None``."""
+    func = call.func
+    if not (isinstance(func, cst.Attribute) and func.attr.value == "data_ptr" and not call.args):
+        return None
+    inner = func.value
+    if (
+        isinstance(inner, cst.Call)
+        and not inner.args
+        and isinstance(inner.func, cst.Attribute)
+        and inner.func.attr.value in _STORAGE_METHODS
+    ):
+        return inner
+    return None
+
+
+def _is_keyish(expr: cst.BaseExpression) -> bool:
+    """A name or attribute that holds a cache key (``key``, ``self._cached_loc_key``)."""
+    if not isinstance(expr, cst.Name | cst.Attribute):
+        return False
+    name = (target_name(expr) or "").lower()
+    return "key" in name or "cached" in name
+
+
+class _Nodes(cst.CSTVisitor):
+    """Calls and attribute reads inside one expression (nested scopes excluded)."""
+
+    def __init__(self) -> None:
+        self.calls: list[cst.Call] = []
+        self.names: list[cst.Name] = []
+        self.attributes: list[str] = []
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.calls.append(node)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.append(node)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self.attributes.append(node.attr.value)
+
+
+def _nodes(expr: cst.CSTNode) -> _Nodes:
+    found = _Nodes()
+    expr.visit(found)
+    return found
+
+
+class StoragePointerCacheKey(Rule):
+    """
+    ## What it does
+    Checks the keys of the location-translation cache (I2). Within a translation
+    context — a `translate-methods` method, or a function of a class that has one, or
+    a function that calls one — it flags:
+
+    - a key built from `x.untyped_storage().data_ptr()` or `x.storage().data_ptr()`;
+    - a key built from `x.data_ptr()` that omits the tensor's length (`numel()`,
+      `shape`, `size()` or `len()`);
+    - a key that is the tensor object itself: `kv_indices is self._cached_loc`, or a
+      bare tensor parameter compared with a cached key (this form only where the file
+      itself shows the translation context, not through a base class elsewhere).
+
+    A key is the value assigned to a name or attribute holding `key`, an operand
+    compared with a name or attribute holding `key` or `cached`, or the index of a
+    subscript of an attribute holding `cache`; a local it refers to is followed one
+    assignment back (`ptr = x.untyped_storage().data_ptr(); key = (ptr, n)`). Inside a
+    translate method every storage-pointer read is flagged. Storage pointers elsewhere
+    (weight sharing checks, allocator bookkeeping) are out of scope.
+
+    ## Why is this bad?
+    A cached translation must be returned only for the very tensor that produced it
+    (invariant I2). Every view of one allocation shares its storage, so
+    `untyped_storage().data_ptr()` is the same for `loc[0:5]` and `loc[5:10]`: the
+    second lookup returns the first view's SWA slots and the layer writes K/V into the
+    wrong slots. `data_ptr()` includes the view's offset, and `numel()` tells apart two
+    views that start at the same element (`loc[:4]` and `loc[:8]`). Comparing tensor
+    objects with `is` misses every fresh view of the same slots (a new gather, and the
+    "loc tensor changed mid-forward" warning, per layer) and hits a reused static
+    buffer whose contents changed. SGLang PR #25824 chose `(kv_indices.data_ptr(),
+    kv_indices.numel())` after finding that `untyped_storage().data_ptr()` collides
+    for views at different offsets, and tests exactly that.
+
+    ## Fix safety
+    Replacing `x.untyped_storage().data_ptr()` (or `x.storage().data_ptr()`) by
+    `x.data_ptr()` is safe: it makes the key strictly finer (equal only when the old
+    key was equal and the offset is too), so it can only turn a wrong cache hit into a
+    correct miss. A missing `numel()` and an identity key are reported without a fix:
+    the key's shape is the author's choice.
+    """
+
+    code = "SWA006"
+    name = "storage-pointer-cache-key"
+    summary = "translation cache key from a storage pointer, without numel(), or by identity"
+    fix_safety = FixSafety.SAFE
+    config_keys = ("translate-methods",)
+    invariant = "I2"
+    origin = "SGLang PR #25824"
+
+    VALID = [
+        Valid(
+            """
+class SWAKVPool:
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        key = (kv_indices.data_ptr(), kv_indices.numel())
+        if key != self._cached_loc_key:
+            self._cached_swa_loc = self.full_to_swa_index_mapping[kv_indices].to(torch.int32)
+            self._cached_loc_key = key
+        return self._cached_swa_loc
+"""
+        ),
+        # Storage pointers outside a translation cache (weight sharing checks) are fine.
+        Valid(
+            """
+def shares_storage(a, b):
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+
+class WeightLoader:
+    def load(self, tensors):
+        seen = {}
+        for name, tensor in tensors.items():
+            key = tensor.untyped_storage().data_ptr()
+            seen.setdefault(key, []).append(name)
+        return seen
+"""
+        ),
+        # The length through `shape[0]`, the pointer through a local.
+        Valid(
+            """
+class Pool:
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        ptr = kv_indices.data_ptr()
+        key = (ptr, kv_indices.shape[0])
+        if key == self._cached_loc_key:
+            return self._cached_swa_loc
+        return self._fill(kv_indices, key)
+"""
+        ),
+        # Identity against None is not an identity key.
+        Valid(
+            """
+class Pool:
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        if self._cached_loc_key is None:
+            self._cached_loc_key = (kv_indices.data_ptr(), kv_indices.numel())
+        return self.full_to_swa_index_mapping[kv_indices]
+"""
+        ),
+    ]
+    INVALID = [
+        Invalid(
+            """
+class SWAKVPool:
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        key = (kv_indices.untyped_storage().data_ptr(), kv_indices.numel())
+        if key != self._cached_loc_key:
+            self._cached_swa_loc = self.full_to_swa_index_mapping[kv_indices].to(torch.int32)
+            self._cached_loc_key = key
+        return self._cached_swa_loc
+""",
+            line=4,
+            fixed="""
+class SWAKVPool:
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        key = (kv_indices.data_ptr(), kv_indices.numel())
+        if key != self._cached_loc_key:
+            self._cached_swa_loc = self.full_to_swa_index_mapping[kv_indices].to(torch.int32)
+            self._cached_loc_key = key
+        return self._cached_swa_loc
+""",
+        ),
+        # `storage()` through a local, in a helper of a class that translates.
+        Invalid(
+            """
+class SWAKVPool:
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        return self._lookup(kv_indices)
+
+    def _lookup(self, loc):
+        base = loc.storage().data_ptr()
+        if (base, loc.numel()) == self._cached_loc_key:
+            return self._cached_swa_loc
+        return None
+""",
+            line=7,
+            fixed="""
+class SWAKVPool:
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        return self._lookup(kv_indices)
+
+    def _lookup(self, loc):
+        base = loc.data_ptr()
+        if (base, loc.numel()) == self._cached_loc_key:
+            return self._cached_swa_loc
+        return None
+""",
+        ),
+        # A key without the length: `loc[:4]` and `loc[:8]` collide.
+        Invalid(
+            """
+class SWAKVPool:
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        key = kv_indices.data_ptr()
+        if key != self._cached_loc_key:
+            self._cached_swa_loc = self.full_to_swa_index_mapping[kv_indices]
+            self._cached_loc_key = key
+        return self._cached_swa_loc
+""",
+            line=4,
+        ),
+        # The tensor object itself as the key.
+        Invalid(
+            """
+class SWAKVPool:
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        if kv_indices is not self._cached_loc:
+            self._cached_swa_loc = self.full_to_swa_index_mapping[kv_indices]
+            self._cached_loc = kv_indices
+        return self._cached_swa_loc
+""",
+            line=4,
+        ),
+        # A dict cache indexed by a storage pointer, in a function that translates.
+        Invalid(
+            """
+def swa_slots(pool, loc, cache):
+    if loc.untyped_storage().data_ptr() in cache:
+        return cache[loc.untyped_storage().data_ptr()]
+    return pool.translate_loc_from_full_to_swa(loc)
+""",
+            line=4,
+            fixed="""
+def swa_slots(pool, loc, cache):
+    if loc.data_ptr() in cache:
+        return cache[loc.data_ptr()]
+    return pool.translate_loc_from_full_to_swa(loc)
+""",
+        ),
+    ]
+
+    @classmethod
+    def triggers(cls, config: Config) -> frozenset[str] | None:
+        """``data_ptr`` and the configured translate-method names.
+
+        The storage-pointer and missing-length findings are about a key built from a
+        ``.data_ptr()`` call in the reported file, so the file holds ``data_ptr``. An
+        identity key is reported only where the file itself names a translate method
+        (the enclosing function is one, calls one, or its class defines one), so the
+        file holds that name. (For the first two forms the translation context may come
+        from a base class in another file; that file names the translate method, so it
+        stays in the audit.)
+        """
+        return frozenset({"data_ptr", *config.translate_methods})
+
+    def __init__(self, context: FileContext) -> None:
+        super().__init__(context)
+        self._reported: set[tuple[int, str]] = set()
+
+    # -- context ----------------------------------------------------------------------
+
+    def _in_translate_method(self, func: cst.FunctionDef) -> bool:
+        return self.context.names.is_translate(func.name.value)
+
+    def _translate_context(self, func: cst.FunctionDef) -> bool:
+        ctx = self.context
+        return ctx.memo(("swa006-context", func), lambda: self._compute_context(func))
+
+    def _compute_context(self, func: cst.FunctionDef) -> bool:
+        ctx = self.context
+        names = ctx.names
+        if names.is_translate(func.name.value):
+            return True
+        cls = ctx.enclosing(func, cst.ClassDef)
+        if cls is not None:
+            body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+            if any(
+                isinstance(s, cst.FunctionDef) and names.is_translate(s.name.value) for s in body
+            ):
+                return True
+            info = ctx.project.resolve_class(cls.name.value, near=ctx.path)
+            if info is not None and any(
+                ctx.project.find_method(info, m) for m in ctx.config.translate_methods
+            ):
+                return True
+        return any(names.is_translate(call_name(c) or "") for c in _nodes(func.body).calls)
+
+    def _local_context(self, func: cst.FunctionDef) -> bool:
+        """A translation context visible in this file alone (no base class elsewhere)."""
+        names = self.context.names
+        if names.is_translate(func.name.value):
+            return True
+        cls = self.context.enclosing(func, cst.ClassDef)
+        body = cls.body.body if cls is not None and isinstance(cls.body, cst.IndentedBlock) else ()
+        if any(isinstance(s, cst.FunctionDef) and names.is_translate(s.name.value) for s in body):
+            return True
+        return any(names.is_translate(call_name(c) or "") for c in _nodes(func.body).calls)
+
+    def _function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
+        func = self.context.enclosing(node, cst.FunctionDef)
+        if func is None or not self._translate_context(func):
+            return None
+        return func
+
+    def _locals(self, func: cst.FunctionDef) -> dict[str, cst.BaseExpression]:
+        return self.context.memo(("swa006-locals", func), lambda: single_assignments(func))
+
+    def _expand(self, expr: cst.BaseExpression, func: cst.FunctionDef) -> list[cst.CSTNode]:
+        """``expr`` and the values of the locals it names, one assignment back (twice)."""
+        locals_ = self._locals(func)
+        out: list[cst.CSTNode] = [expr]
+        frontier: list[cst.CSTNode] = [expr]
+        for _ in range(2):
+            nxt: list[cst.CSTNode] = []
+            for node in frontier:
+                for name in _nodes(node).names:
+                    value = locals_.get(name.value)
+                    if value is not None and value not in out:
+                        out.append(value)
+                        nxt.append(value)
+            frontier = nxt
+        return out
+
+    # -- the three forms ----------------------------------------------------------------
+
+    def visit_Call(self, node: cst.Call) -> None:
+        inner = _storage_pointer(node)
+        if inner is None:
+            return
+        func = self._function(node)
+        if func is not None and self._in_translate_method(func):
+            self._report_storage(node, inner)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if any(_is_keyish(t.target) for t in node.targets):
+            self._check_key(node.value, identity=False)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None and _is_keyish(node.target):
+            self._check_key(node.value, identity=False)
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        operands = [node.left, *(c.comparator for c in node.comparisons)]
+        for i, comparison in enumerate(node.comparisons):
+            left, right = operands[i], operands[i + 1]
+            identity = isinstance(comparison.operator, cst.Is | cst.IsNot)
+            if isinstance(comparison.operator, cst.In | cst.NotIn):
+                # ``ptr in self._loc_cache``: a lookup with ``left`` as the key
+                cache = target_name(right) if isinstance(right, cst.Name | cst.Attribute) else None
+                if cache and "cache" in cache.lower():
+                    self._check_key(left, identity=False)
+                continue
+            if _is_keyish(right) and not _is_keyish(left):
+                self._check_key(left, identity=identity, compared=node)
+            elif _is_keyish(left) and not _is_keyish(right):
+                self._check_key(right, identity=identity, compared=node)
+            elif isinstance(left, cst.Name) and _is_keyish(right):
+                # ``key != self._cached_loc_key``: the local key, followed to its value
+                self._check_key(left, identity=identity, compared=node)
+            elif isinstance(right, cst.Name) and _is_keyish(left):
+                self._check_key(right, identity=identity, compared=node)
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        name = (
+            (target_name(node.value) or "")
+            if isinstance(node.value, cst.Attribute | cst.Name)
+            else ""
+        )
+        if "cache" not in name.lower() or len(node.slice) != 1:
+            return
+        index = node.slice[0].slice
+        if isinstance(index, cst.Index):
+            self._check_key(index.value, identity=False)
+
+    def _check_key(
+        self,
+        key: cst.BaseExpression,
+        *,
+        identity: bool,
+        compared: cst.Comparison | None = None,
+    ) -> None:
+        func = self._function(key)
+        if func is None:
+            return
+        if isinstance(key, cst.Name) and key.value == "None":
+            return
+        expanded = self._expand(key, func)
+        calls = [c for node in expanded for c in _nodes(node).calls]
+        for call in calls:
+            inner = _storage_pointer(call)
+            if inner is not None:
+                self._report_storage(call, inner)
+        pointers = [c for c in calls if call_name(c) == "data_ptr"]
+        if pointers:
+            lengths = any(call_name(c) in _LENGTH_CALLS for c in calls) or any(
+                a in _LENGTH_ATTRIBUTES for node in expanded for a in _nodes(node).attributes
+            )
+            if not lengths:
+                node = expanded[-1] if isinstance(key, cst.Name) else key
+                self._report_once(
+                    node,
+                    "translation cache key built from `data_ptr()` without `numel()`: views "
+                    "that start at the same element but differ in length share the key (I2)",
+                )
+            return
+        if compared is None:
+            return
+        params = {p.name.value: p for p in _params(func) if p.name.value not in ("self", "cls")}
+        root = key
+        if isinstance(root, cst.Name) and root.value not in params:
+            value = self._locals(func).get(root.value)
+            if isinstance(value, cst.Name | cst.Attribute):
+                root = value
+        if isinstance(root, cst.Name) and root.value in params:
+            kind = _param_kind(params[root.value])
+            flagged = kind == "tensor" or (identity and kind == "unknown")
+        else:
+            flagged = identity and self._is_location_reference(root)
+        if flagged and self._local_context(func):
+            self._report_once(
+                compared,
+                "translation cache keyed by the tensor object itself: a fresh view of the "
+                "same slots misses and a reused buffer with new contents hits; key on "
+                "`(t.data_ptr(), t.numel())` (I2)",
+            )
+
+    def _is_location_reference(self, expr: cst.BaseExpression) -> bool:
+        if not isinstance(expr, cst.Name | cst.Attribute):
+            return False
+        name = target_name(expr) or ""
+        return (
+            is_location_name(name)
+            or self.context.names.is_swa_loc(name)
+            or "indices" in name.lower()
+        )
+
+    def _report_storage(self, call: cst.Call, inner: cst.Call) -> None:
+        receiver = inner.func.value if isinstance(inner.func, cst.Attribute) else None
+        if receiver is None:
+            return
+        ctx = self.context
+        code = ctx.module.code_for_node(receiver)
+        method = inner.func.attr.value  # type: ignore[union-attr]
+        fix = ctx.replace(inner, code, f"Use `{code}.data_ptr()`", applicability=Applicability.SAFE)
+        self._report_once(
+            call,
+            f"translation cache key from `{code}.{method}().data_ptr()`: every view of one "
+            f"allocation shares it, so views at different offsets collide; use "
+            f"`{code}.data_ptr()` (I2)",
+            fix=fix,
+        )
+
+    def _report_once(self, node: cst.CSTNode, message: str, fix=None) -> None:  # type: ignore[no-untyped-def]
+        key = (id(node), message.split(":", 1)[0])
+        if key in self._reported:
+            return
+        self._reported.add(key)
+        self.report(node, message, fix=fix)
+
+
+def _params(func: cst.FunctionDef) -> Iterator[cst.Param]:
+    params = func.params
+    yield from params.posonly_params
+    yield from params.params
+    yield from params.kwonly_params
+
+
+def _param_kind(param: cst.Param) -> str:
+    """``tensor`` (annotated as one), ``unknown`` (no annotation) or ``other``."""
+    if param.annotation is None:
+        return "unknown"
+    text = cst.Module([]).code_for_node(param.annotation.annotation)
+    return "tensor" if "Tensor" in text else "other"

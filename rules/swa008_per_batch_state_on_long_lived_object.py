@@ -1,0 +1,544 @@
+"""SWA008 per-batch-state-on-long-lived-object."""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import libcst as cst
+
+from swacheck.config import DEFAULT_SWA_LOC_PATTERN, Config
+from swacheck.rule import FixSafety, Invalid, Rule, Valid
+
+if TYPE_CHECKING:
+    from swacheck.analysis.index import ClassInfo, ProjectIndex
+    from swacheck.analysis.names import Names
+    from swacheck.context import FileContext
+
+# Every default ``swa-loc-pattern`` match has the word ``swa`` next to another word.
+_DEFAULT_TRIGGERS = frozenset({"swa_", "_swa"})
+_CONSTRUCTORS = {"__init__", "__post_init__", "__new__", "__setstate__"}
+
+
+@dataclass(frozen=True)
+class Setter:
+    method: str
+    attr: str
+    line: int
+
+
+@dataclass
+class ClassFacts:
+    setters: list[Setter] = field(default_factory=list)
+    # (attribute, method, line) of each ``self.<attr>`` read
+    reads: list[tuple[str, str, int]] = field(default_factory=list)
+    # attributes set to ``None`` (or deleted) on ``self`` outside a constructor
+    resets: set[str] = field(default_factory=set)
+
+
+@dataclass
+class FileFacts:
+    classes: dict[str, ClassFacts] = field(default_factory=dict)
+    # (attribute, line) of each ``<expr>.<attr>`` / ``getattr(x, "<attr>")`` read not on self
+    other_reads: list[tuple[str, int]] = field(default_factory=list)
+    # attributes set to ``None`` on some other object (``pool.swa_loc = None``)
+    other_resets: set[str] = field(default_factory=set)
+    # methods called with a lone ``None`` (``pool.set_swa_loc(None)``)
+    none_calls: set[str] = field(default_factory=set)
+
+
+def _is_self(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "self"
+
+
+def _is_none(node: cst.BaseExpression | None) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"
+
+
+def _decorators(func: cst.FunctionDef) -> list[str]:
+    out = []
+    for dec in func.decorators:
+        expr = dec.decorator.func if isinstance(dec.decorator, cst.Call) else dec.decorator
+        out.append(cst.Module([]).code_for_node(expr))
+    return out
+
+
+def setter_of(func: cst.FunctionDef) -> tuple[str, cst.Assign | cst.AnnAssign] | None:
+    """``(attr, assignment)`` when ``func``'s only effect is ``self.<attr> = <parameter>``."""
+    if func.name.value.startswith("__") or _decorators(func):
+        return None
+    if not isinstance(func.body, cst.IndentedBlock):
+        body: list[cst.BaseStatement | cst.BaseSmallStatement] = list(func.body.body)
+    else:
+        body = list(func.body.body)
+    statements: list[cst.BaseSmallStatement] = []
+    for stmt in body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            statements.extend(stmt.body)
+        elif isinstance(stmt, cst.BaseSmallStatement):
+            statements.append(stmt)
+        else:
+            return None
+    # a docstring first is not an effect
+    if (
+        statements
+        and isinstance(statements[0], cst.Expr)
+        and isinstance(statements[0].value, cst.SimpleString | cst.ConcatenatedString)
+    ):
+        statements = statements[1:]
+    if len(statements) != 1:
+        return None
+    stmt = statements[0]
+    if isinstance(stmt, cst.Assign):
+        if len(stmt.targets) != 1:
+            return None
+        target, value = stmt.targets[0].target, stmt.value
+    elif isinstance(stmt, cst.AnnAssign) and stmt.value is not None:
+        target, value = stmt.target, stmt.value
+    else:
+        return None
+    params = [p.name.value for p in (*func.params.posonly_params, *func.params.params)]
+    params += [p.name.value for p in func.params.kwonly_params]
+    if not params or params[0] != "self":
+        return None
+    if not (
+        isinstance(target, cst.Attribute)
+        and _is_self(target.value)
+        and isinstance(value, cst.Name)
+        and value.value in params[1:]
+    ):
+        return None
+    return target.attr.value, stmt
+
+
+def _per_batch(names: Names, attr: str) -> bool:
+    return names.is_swa_loc(attr)
+
+
+class _FactsCollector(cst.CSTVisitor):
+    def __init__(self, context: FileContext, triggers: frozenset[str] | None) -> None:
+        self.names = context.names
+        self.positions = context.positions
+        self.triggers = triggers
+        self.facts = FileFacts()
+        # innermost last: (class facts, method name) or None outside a method
+        self._scopes: list[tuple[ClassFacts | None, str | None]] = []
+        self._stores: set[int] = set()
+
+    def _line(self, node: cst.CSTNode) -> int:
+        return int(self.positions[node].start.line)
+
+    @property
+    def _method(self) -> tuple[ClassFacts, str] | None:
+        if not self._scopes:
+            return None
+        cls, method = self._scopes[-1]
+        return (cls, method) if cls is not None and method is not None else None
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        facts = self.facts.classes.setdefault(node.name.value, ClassFacts())
+        self._scopes.append((facts, None))
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self._scopes.pop()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        cls, method = self._scopes[-1] if self._scopes else (None, None)
+        if cls is not None and method is None:
+            self._scopes.append((cls, node.name.value))
+            setter = setter_of(node)
+            if setter is not None and _per_batch(self.names, setter[0]):
+                cls.setters.append(Setter(node.name.value, setter[0], self._line(setter[1])))
+        else:
+            self._scopes.append((None, None) if cls is None else (cls, method))
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self._scopes.pop()
+
+    # -- stores -----------------------------------------------------------------------
+
+    def _store(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
+        self._stores.add(id(target))
+        if isinstance(target, cst.Tuple | cst.List):
+            for element in target.elements:
+                self._store(element.value, None)
+            return
+        if not isinstance(target, cst.Attribute) or not _is_none(value):
+            return
+        attr = target.attr.value
+        if not _per_batch(self.names, attr):
+            return
+        method = self._method
+        if _is_self(target.value):
+            if method is not None and method[1] not in _CONSTRUCTORS:
+                method[0].resets.add(attr)
+        else:
+            self.facts.other_resets.add(attr)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self._store(target.target, node.value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._store(node.target, node.value)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._stores.add(id(node.target))
+
+    def visit_Del(self, node: cst.Del) -> None:
+        self._stores.add(id(node.target))
+        target = node.target
+        method = self._method
+        if isinstance(target, cst.Attribute) and _is_self(target.value) and method is not None:
+            method[0].resets.add(target.attr.value)
+
+    # -- reads ------------------------------------------------------------------------
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if id(node) in self._stores:
+            return
+        attr = node.attr.value
+        if not _per_batch(self.names, attr):
+            return
+        method = self._method
+        if _is_self(node.value):
+            if method is not None:
+                method[0].reads.append((attr, method[1], self._line(node)))
+        else:
+            self.facts.other_reads.append((attr, self._line(node)))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Name) and func.value == "getattr" and len(node.args) >= 2:
+            name = node.args[1].value
+            if isinstance(name, cst.SimpleString):
+                attr = name.evaluated_value
+                if isinstance(attr, str) and _per_batch(self.names, attr):
+                    self.facts.other_reads.append((attr, self._line(node)))
+        if isinstance(func, cst.Attribute) and len(node.args) == 1 and _is_none(node.args[0].value):
+            method = func.attr.value
+            lowered = method.lower()
+            # Only names the prefilter keeps, so that --no-prefilter finds the same.
+            if self.triggers is None or any(t in lowered for t in self.triggers):
+                self.facts.none_calls.add(method)
+
+
+class _Facts:
+    """SWA008's facts of the whole audit."""
+
+    def __init__(self, project: ProjectIndex) -> None:
+        self.project = project
+        self.by_class: dict[tuple[str, str], ClassFacts] = {}
+        self.other_reads: dict[str, list[tuple[str, int]]] = {}
+        self.other_resets: set[str] = set()
+        self.none_calls: set[str] = set()
+        for path, facts in project.rule_facts(PerBatchStateOnLongLivedObject.code):
+            for name, cls in facts.classes.items():
+                self.by_class[(path, name)] = cls
+            for attr, line in facts.other_reads:
+                self.other_reads.setdefault(attr, []).append((path, line))
+            self.other_resets |= facts.other_resets
+            self.none_calls |= facts.none_calls
+        self.all_classes: list[ClassInfo] = [
+            info for module in project.modules.values() for info in module.classes
+        ]
+
+    def of(self, info: ClassInfo) -> ClassFacts:
+        return self.by_class.get((info.path, info.name), ClassFacts())
+
+    def family(self, info: ClassInfo) -> list[ClassInfo]:
+        """``info``, its bases and its subclasses known to the audit."""
+        key = (info.path, info.name)
+        found = {(c.path, c.name): c for c in self.project.mro(info)}
+        for other in self.all_classes:
+            if any((c.path, c.name) == key for c in self.project.mro(other)):
+                found[(other.path, other.name)] = other
+        return list(found.values())
+
+
+_FACTS_CACHE: weakref.WeakKeyDictionary[Any, _Facts] = weakref.WeakKeyDictionary()
+
+
+def _project_facts(project: ProjectIndex) -> _Facts:
+    facts = _FACTS_CACHE.get(project)
+    if facts is None:
+        facts = _FACTS_CACHE[project] = _Facts(project)
+    return facts
+
+
+class PerBatchStateOnLongLivedObject(Rule):
+    """
+    ## What it does
+    Flags per-batch SWA location state parked on a long-lived object: an attribute
+    whose name matches `swa-loc-pattern` (`swa_loc`, `out_cache_loc_swa`) that a setter
+    method assigns — a method whose only effect is `self.<attr> = <argument>`, like
+    `SWAKVPool.set_swa_loc(self, loc): self.swa_loc = loc` — and that other code reads
+    (`if self.swa_loc is not None:` in `set_kv_buffer`, `pool.swa_loc`,
+    `getattr(pool, "swa_loc", None)`), when nothing in the audited tree ever resets it:
+    no `self.<attr> = None` or `del self.<attr>` outside a constructor, no
+    `<obj>.<attr> = None`, no `<obj>.<setter>(None)` call.
+
+    Reads count in the setter's class, its bases and its subclasses (`self.<attr>`),
+    and on other objects (`pool.<attr>`) when no class outside that family owns an
+    attribute of that name. Both the setter and a read must be in the audited tree;
+    setters and readers in different files are matched through the project index.
+
+    The finding is reported at the setter's assignment, not at the reads: that is the
+    one place the state is written, where a reset (or moving the state onto the
+    batch) belongs, and a single `# noqa` there covers every reader. The reads are
+    listed in the finding's notes.
+
+    ## Why is this bad?
+    Per-batch state must travel with the batch (invariant I8). A setter called only
+    when the current batch has a value (`if forward_batch.out_cache_loc_swa is not
+    None: pool.set_swa_loc(...)`) leaves the previous batch's tensor in place for the
+    next batch that has none, and the reader then writes K/V through stale slots or
+    fails on a shape mismatch. In the review of SGLang PR #24138 the bot flagged
+    `self._swa_kv_pool.swa_loc` for exactly this; the PR read
+    `forward_batch.out_cache_loc_swa` instead, and PR #25824 later removed
+    `set_swa_loc` and the `swa_loc` attribute altogether.
+
+    ## Fix safety
+    No autofix: whether to move the state onto the batch or to reset it at a batch
+    boundary (and which boundary) is a design decision.
+    """
+
+    code = "SWA008"
+    name = "per-batch-state-on-long-lived-object"
+    summary = "per-batch SWA location set on a long-lived object by a setter, never reset"
+    fix_safety = FixSafety.NONE
+    config_keys = ("swa-loc-pattern",)
+    invariant = "I8"
+    origin = "SGLang PR #24138 review (and PR #25824, which removed set_swa_loc)"
+
+    VALID = [
+        # The state travels with the batch.
+        Valid(
+            """
+class TRTLLMBackend:
+    def _get_layer_cache_loc(self, layer, forward_batch):
+        if forward_batch.out_cache_loc_swa is not None:
+            return forward_batch.out_cache_loc_swa
+        return self._swa_kv_pool.translate_loc_from_full_to_swa(forward_batch.out_cache_loc)
+"""
+        ),
+        # Reset at the batch boundary.
+        Valid(
+            """
+class SWAKVPool:
+    def __init__(self):
+        self.swa_loc = None
+
+    def set_swa_loc(self, loc):
+        self.swa_loc = loc
+
+    def end_batch(self):
+        self.swa_loc = None
+
+    def set_kv_buffer(self, layer, loc, k, v):
+        if self.swa_loc is not None:
+            loc = self.swa_loc
+        self.write(loc, k, v)
+"""
+        ),
+        # Reset by the caller through the setter, in another file.
+        Valid(
+            """
+class SWAKVPool:
+    def __init__(self):
+        self.swa_loc = None
+
+    def set_swa_loc(self, loc):
+        self.swa_loc = loc
+
+    def set_kv_buffer(self, layer, loc, k, v):
+        self.write(self.swa_loc if self.swa_loc is not None else loc, k, v)
+""",
+            files={
+                "model_runner.py": (
+                    "class ModelRunner:\n"
+                    "    def forward(self, forward_batch):\n"
+                    "        self.pool.set_swa_loc(forward_batch.out_cache_loc_swa)\n"
+                    "        out = self.model(forward_batch)\n"
+                    "        self.pool.set_swa_loc(None)\n"
+                    "        return out\n"
+                )
+            },
+        ),
+        # Set but never read in the audited tree: nothing stale can be used.
+        Valid(
+            """
+class SWAKVPool:
+    def set_swa_loc(self, loc):
+        self.swa_loc = loc
+"""
+        ),
+        # Not a location: long-lived configuration set once.
+        Valid(
+            """
+class Scheduler:
+    def set_logger(self, logger):
+        self.logger = logger
+
+    def step(self):
+        self.logger.info("step")
+"""
+        ),
+        # A setter that does more than store its argument is not a plain setter.
+        Valid(
+            """
+class SWAKVPool:
+    def set_swa_loc(self, loc):
+        self.swa_loc = loc
+        self.version += 1
+
+    def set_kv_buffer(self, layer, loc, k, v):
+        if self.swa_loc is not None:
+            loc = self.swa_loc
+"""
+        ),
+    ]
+    INVALID = [
+        # The #24138 shape: pool in one file, the per-batch caller in another.
+        Invalid(
+            """
+import torch
+
+
+class SWAKVPool:
+    def __init__(self, size):
+        self.swa_loc = None
+
+    def set_swa_loc(self, loc: torch.Tensor):
+        self.swa_loc = loc
+
+    def set_kv_buffer(self, layer, loc, cache_k, cache_v):
+        if self.swa_loc is not None:
+            loc = self.swa_loc
+        else:
+            loc = self.translate_loc_from_full_to_swa(loc)
+        self.swa_kv_pool.set_kv_buffer(None, loc, cache_k, cache_v)
+""",
+            line=10,
+            files={
+                "model_runner.py": (
+                    "class ModelRunner:\n"
+                    "    def _forward_raw(self, forward_batch):\n"
+                    "        if forward_batch.out_cache_loc_swa is not None:\n"
+                    "            pool = self.token_to_kv_pool\n"
+                    "            pool.set_swa_loc(forward_batch.out_cache_loc_swa)\n"
+                    "        return self.model.forward(forward_batch)\n"
+                )
+            },
+        ),
+        # The reader is a subclass in another file.
+        Invalid(
+            """
+class BaseSWAPool:
+    def set_swa_loc(self, loc):
+        '''Use these SWA slots for the next writes.'''
+        self.swa_loc = loc
+""",
+            line=5,
+            files={
+                "pool.py": (
+                    "from example import BaseSWAPool\n"
+                    "\n"
+                    "class SWAKVPool(BaseSWAPool):\n"
+                    "    def set_kv_buffer(self, layer, loc, k, v):\n"
+                    "        self.write(self.swa_loc if self.swa_loc is not None else loc, k, v)\n"
+                )
+            },
+        ),
+        # Read through another object by a backend that owns no such attribute.
+        Invalid(
+            """
+class SWAKVPool:
+    def set_out_cache_loc_swa(self, out_cache_loc_swa):
+        self.out_cache_loc_swa = out_cache_loc_swa
+
+
+class Backend:
+    def _get_layer_cache_loc(self, layer, forward_batch):
+        return self._swa_kv_pool.out_cache_loc_swa
+""",
+            line=4,
+        ),
+    ]
+
+    @classmethod
+    def triggers(cls, config: Config) -> frozenset[str] | None:
+        """``swa_`` and ``_swa`` (default names), else nothing.
+
+        A finding sits on a setter's ``self.<attr> = <argument>`` whose attribute matches
+        ``swa-loc-pattern``; under the default pattern such a name has the word ``swa``
+        next to another word (it must also hold ``loc``, ``slot``, ``indices`` or
+        ``index``), so the reported file holds ``swa_`` or ``_swa``. The reads and
+        ``= None`` resets in other files name the attribute too (a ``getattr`` string
+        included), and a ``<setter>(None)`` reset counts only when the setter's name
+        holds one of these strings, so the prefilter never drops a file whose facts
+        could change a finding. A custom pattern gives no trigger set.
+        """
+        if config.swa_loc_pattern != DEFAULT_SWA_LOC_PATTERN:
+            return None
+        return _DEFAULT_TRIGGERS
+
+    @classmethod
+    def collect_facts(cls, context: FileContext) -> FileFacts:
+        collector = _FactsCollector(context, cls.triggers(context.config))
+        context.module.visit(collector)
+        return collector.facts
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        ctx = self.context
+        cls_node = ctx.parent(ctx.parent(node) or node)
+        if not isinstance(cls_node, cst.ClassDef):
+            return
+        setter = setter_of(node)
+        if setter is None:
+            return
+        attr, assignment = setter
+        if not _per_batch(ctx.names, attr):
+            return
+        info = ctx.project.resolve_class(cls_node.name.value, near=ctx.path)
+        if info is None:
+            return
+        facts = _project_facts(ctx.project)
+        family = facts.family(info)
+        family_keys = {(c.path, c.name) for c in family}
+        setters = {node.name.value}
+        reads: list[str] = []
+        reset = False
+        for cls in family:
+            cls_facts = facts.of(cls)
+            setters |= {s.method for s in cls_facts.setters if s.attr == attr}
+            reset = reset or attr in cls_facts.resets
+            for read_attr, method, line in cls_facts.reads:
+                if (
+                    read_attr == attr
+                    and method not in _CONSTRUCTORS
+                    and not (
+                        method == node.name.value and cls.path == ctx.path and cls.name == info.name
+                    )
+                ):
+                    reads.append(f"{cls.path}:{line} in {cls.name}.{method}()")
+        owners = [
+            c
+            for c in facts.all_classes
+            if attr in c.owned_attributes and (c.path, c.name) not in family_keys
+        ]
+        if not owners:
+            reads += [f"{path}:{line}" for path, line in facts.other_reads.get(attr, [])]
+        reset = reset or attr in facts.other_resets or bool(setters & facts.none_calls)
+        if reset or not reads:
+            return
+        setter_name = node.name.value
+        self.report(
+            assignment,
+            f"`{info.name}.{attr}` is per-batch state set by `{setter_name}()` and read "
+            f"elsewhere ({reads[0]}{' and more' if len(reads) > 1 else ''}) but never reset "
+            f"to None: a batch that does not call `{setter_name}()` reads the previous "
+            "batch's value; pass it with the batch instead (I8)",
+            notes=tuple(f"read at {r}" for r in reads),
+        )
