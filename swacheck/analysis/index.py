@@ -90,10 +90,14 @@ class _ClassCollector(cst.CSTVisitor):
         self.self_attributes: set[str] = set()
         self.factory_attributes: set[str] = set()
         self.attribute_types: dict[str, str] = {}
+        # Met on the way, for the index walk: nested classes and every function name.
+        self.nested: list[cst.ClassDef] = []
+        self.function_names: set[str] = set()
         self._classmethod_depth = 0
         self._param_types: list[dict[str, str]] = []
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.function_names.add(node.name.value)
         if "classmethod" in _decorator_names(node):
             self._classmethod_depth += 1
         types = {}
@@ -123,6 +127,7 @@ class _ClassCollector(cst.CSTVisitor):
             self.attribute_types.setdefault(target.attr.value, cls)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        self.nested.append(node)
         return False
 
     def _store(self, target: cst.BaseExpression) -> None:
@@ -164,7 +169,7 @@ class _ClassCollector(cst.CSTVisitor):
                     self.factory_attributes.add(arg.keyword.value)
 
 
-def _class_info(node: cst.ClassDef, path: str) -> ClassInfo:
+def _class_info(node: cst.ClassDef, path: str) -> tuple[ClassInfo, _ClassCollector]:
     methods: dict[str, MethodInfo] = {}
     fields_: list[str] = []
     field_types: dict[str, str] = {}
@@ -184,7 +189,7 @@ def _class_info(node: cst.ClassDef, path: str) -> ClassInfo:
                             field_types[name] = cls
     collector = _ClassCollector()
     node.body.visit(collector)
-    return ClassInfo(
+    info = ClassInfo(
         name=node.name.value,
         path=path,
         bases=tuple(n for arg in node.bases if (n := dotted_name(arg.value))),
@@ -195,6 +200,7 @@ def _class_info(node: cst.ClassDef, path: str) -> ClassInfo:
         factory_attributes=frozenset(collector.factory_attributes),
         attribute_types={**field_types, **collector.attribute_types},
     )
+    return info, collector
 
 
 def index_module(wrapper: cst.MetadataWrapper, path: str, *, skeletons: bool) -> ModuleFacts:
@@ -207,9 +213,18 @@ def index_module(wrapper: cst.MetadataWrapper, path: str, *, skeletons: bool) ->
     classes: list[ClassInfo] = []
     functions: set[str] = set()
 
+    def add_class(node: cst.ClassDef) -> None:
+        # One walk per class body; nested classes are taken from the collector.
+        info, collector = _class_info(node, path)
+        classes.append(info)
+        functions.update(collector.function_names)
+        for nested in collector.nested:
+            add_class(nested)
+
     class Visitor(cst.CSTVisitor):
-        def visit_ClassDef(self, node: cst.ClassDef) -> None:
-            classes.append(_class_info(node, path))
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            add_class(node)
+            return False
 
         def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
             functions.add(node.name.value)

@@ -29,7 +29,10 @@ def parse_source(path: str, data: bytes) -> Parsed | Finding:
             raise ValueError("source contains a NUL byte")
         module = cst.parse_module(data)
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-        return Parsed(wrapper, module.code)
+        # libcst round-trips byte for byte, so the decoded bytes are ``module.code``
+        # without a second full code generation.
+        text = data.decode(module.encoding)
+        return Parsed(wrapper, text[1:] if text.startswith("\ufeff") else text)
     except cst.ParserSyntaxError as exc:
         row, column = exc.raw_line, exc.raw_column
         reason = f"syntax error: {exc.message}"
