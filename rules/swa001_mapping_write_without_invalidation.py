@@ -14,6 +14,9 @@ from swacheck.analysis.order import (
     scope_facts,
     statement_of,
 )
+from swacheck.analysis.order import (
+    activation as order_activation,
+)
 from swacheck.analysis.summaries import FILL, INV, WRITE, Target, function_key
 from swacheck.config import Config
 from swacheck.finding import Applicability, Fix
@@ -702,6 +705,10 @@ class Pool:
         (``order.relevant_text``) is exactly a file holding one of these names.
         """
         return config_terms(config)
+
+    @classmethod
+    def activation(cls, config):  # type: ignore[no-untyped-def]
+        return order_activation(config)
 
     @classmethod
     def is_active(cls, project) -> bool:  # type: ignore[no-untyped-def]

@@ -16,6 +16,9 @@ from swacheck.analysis.order import (
     resolver,
     scope_facts,
 )
+from swacheck.analysis.order import (
+    activation as order_activation,
+)
 from swacheck.analysis.summaries import (
     FILL,
     Target,
@@ -417,6 +420,10 @@ class Runner:
         candidate, and the file defining the invalidation method (the scope rule) too.
         """
         return frozenset({word("swa"), exact("SWA"), *config_terms(config)})
+
+    @classmethod
+    def activation(cls, config):  # type: ignore[no-untyped-def]
+        return order_activation(config)
 
     @classmethod
     def is_active(cls, project) -> bool:  # type: ignore[no-untyped-def]

@@ -11,6 +11,9 @@ from swacheck.analysis.order import (
     order_rule_active,
     scope_facts,
 )
+from swacheck.analysis.order import (
+    activation as order_activation,
+)
 from swacheck.analysis.writes import CALL, Event
 from swacheck.config import Config
 from swacheck.rule import Invalid, Rule, Valid
@@ -245,6 +248,10 @@ class ModelRunner:
         (the scope rule) always is.
         """
         return config_terms(config)
+
+    @classmethod
+    def activation(cls, config):  # type: ignore[no-untyped-def]
+        return order_activation(config)
 
     @classmethod
     def is_active(cls, project) -> bool:  # type: ignore[no-untyped-def]

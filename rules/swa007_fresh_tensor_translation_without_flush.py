@@ -12,6 +12,9 @@ from swacheck.analysis.order import (
     order_rule_active,
     scope_facts,
 )
+from swacheck.analysis.order import (
+    activation as order_activation,
+)
 from swacheck.analysis.summaries import FILL
 from swacheck.analysis.writes import CALL, WRITE, is_inplace_method
 from swacheck.config import Config
@@ -244,6 +247,10 @@ class Pool:
         scope rule) candidates, whichever order rules are selected.
         """
         return config_terms(config)
+
+    @classmethod
+    def activation(cls, config):  # type: ignore[no-untyped-def]
+        return order_activation(config)
 
     @classmethod
     def is_active(cls, project) -> bool:  # type: ignore[no-untyped-def]

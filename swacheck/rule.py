@@ -11,6 +11,7 @@ in one traversal (``MetadataWrapper.visit_batched``) and share one
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -104,6 +105,17 @@ class Rule(cst.BatchableCSTVisitor):
     def is_active(cls, project: ProjectIndex) -> bool:
         """Whether the rule applies to this audit at all (DESIGN.md's scope rules)."""
         return True
+
+    @classmethod
+    def activation(cls, config: Config) -> tuple[frozenset[str], re.Pattern[bytes]] | None:
+        """What some audited file must contain for the rule to apply at all, or ``None``.
+
+        ``(literals, pattern)``: a file counts when it holds one of the literals and
+        matches the pattern. Checked on raw bytes before anything is parsed, so a rule
+        that cannot apply (DESIGN.md's scope rules) costs nothing; must agree with
+        :meth:`is_active`, which decides on the parsed facts.
+        """
+        return None
 
     @classmethod
     def collect_facts(cls, context: FileContext) -> Any:

@@ -87,6 +87,13 @@ class ScopeFacts:
     defines_invalidate: bool
 
 
+def activation(config: Config) -> tuple[frozenset[str], re.Pattern[bytes]]:
+    """The order rules apply only where some audited file defines an invalidation method."""
+    names = "|".join(re.escape(name) for name in config.invalidate_methods)
+    pattern = re.compile(rf"\bdef\s+(?:{names})\s*\(".encode())
+    return frozenset(config.invalidate_methods), pattern
+
+
 def scope_facts(context: FileContext) -> ScopeFacts:
     """This file's :class:`ScopeFacts` (memoised: the four rules share one)."""
 

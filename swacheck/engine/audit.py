@@ -119,28 +119,55 @@ class Auditor:
         self.options = options
         self.config = options.config
 
-    def _read(self, paths: Sequence[Path], result: AuditResult) -> list[_Source]:
+    def _read(self, paths: Sequence[Path], result: AuditResult) -> list[tuple[Path, bytes]]:
         discovery = Discovery(self.config)
-        # SWA999 is reported only for files a rule could fire in, so that --no-prefilter
-        # (which parses everything, e.g. to measure the prefilter) gives the same findings.
-        relevant = Prefilter(self.options.rules, self.config)
-        sources = []
+        files = []
         for path in discovery.files(paths):
             result.files_seen += 1
             try:
-                data = path.read_bytes()
+                files.append((path, path.read_bytes()))
             except OSError as exc:
                 result.errors.append(f"{_display(path)}: cannot read: {exc.strerror}")
-                continue
+        result.errors.extend(f"{p.path}: {p.reason}" for p in discovery.problems)
+        return files
+
+    def _applicable(
+        self, files: Sequence[tuple[Path, bytes]], result: AuditResult
+    ) -> list[type[Rule]]:
+        """The enabled rules whose scope (``Rule.activation``) some audited file opens."""
+        applicable = []
+        for rule in self.options.rules:
+            activation = rule.activation(self.config)
+            if activation is not None:
+                literals, pattern = activation
+                needles = [literal.encode() for literal in literals]
+                if not any(
+                    any(n in data for n in needles) and pattern.search(data) for _, data in files
+                ):
+                    names = ", ".join(self.config.invalidate_methods)
+                    result.inactive[rule.code] = f"no audited file defines {names}"
+                    continue
+            applicable.append(rule)
+        return applicable
+
+    def _sources(
+        self, files: Sequence[tuple[Path, bytes]], rules: Sequence[type[Rule]]
+    ) -> list[_Source]:
+        # SWA999 is reported only for files a rule could fire in, so that --no-prefilter
+        # (which parses everything, e.g. to measure the prefilter) gives the same findings.
+        relevant = Prefilter(rules, self.config)
+        sources = []
+        for path, data in files:
             is_relevant = relevant.wants(data)
             if is_relevant or not self.options.prefilter:
                 sources.append(_Source(path, _display(path), data, relevant=is_relevant))
-        result.errors.extend(f"{p.path}: {p.reason}" for p in discovery.problems)
         return sources
 
-    def _active_rules(self, project: ProjectIndex, result: AuditResult) -> list[type[Rule]]:
+    def _active_rules(
+        self, rules: Sequence[type[Rule]], project: ProjectIndex, result: AuditResult
+    ) -> list[type[Rule]]:
         active = []
-        for rule in self.options.rules:
+        for rule in rules:
             if rule.is_active(project):
                 active.append(rule)
             else:
@@ -148,22 +175,21 @@ class Auditor:
                 result.inactive[rule.code] = f"no audited file defines {names}"
         return active
 
-    def _cache(self) -> ResultCache | None:
+    def _cache(self, rules: Sequence[type[Rule]]) -> ResultCache | None:
         if not self.options.cache:
             return None
         folder = Path(self.config.cache_dir)
         if not folder.is_absolute() and self.config.root is not None:
             folder = self.config.root / folder
-        return ResultCache(folder, self.config, self.options.rules)
+        return ResultCache(folder, self.config, rules)
 
     def _serial(self, count: int) -> bool:
         return self.options.jobs <= 1 or count < PARALLEL_THRESHOLD
 
     def _first_pass(
-        self, sources: Sequence[_Source], cache: ResultCache | None
+        self, sources: Sequence[_Source], rules: Sequence[type[Rule]], cache: ResultCache | None
     ) -> list[ModuleFacts | Finding]:
         """Parse and collect facts; serial runs keep the parsed module for the second pass."""
-        rules = self.options.rules
         results: dict[int, ModuleFacts | Finding] = {}
         keys: dict[int, str] = {}
         for i, source in enumerate(sources):
@@ -233,9 +259,12 @@ class Auditor:
 
     def run(self, paths: Sequence[Path]) -> AuditResult:
         result = AuditResult()
-        sources = self._read(paths, result)
-        cache = self._cache()
-        firsts = self._first_pass(sources, cache)
+        files = self._read(paths, result)
+        rules = self._applicable(files, result)
+        sources = self._sources(files, rules)
+        del files
+        cache = self._cache(rules)
+        firsts = self._first_pass(sources, rules, cache)
 
         facts: list[ModuleFacts] = []
         checkable: list[_Source] = []
@@ -250,7 +279,7 @@ class Auditor:
                 checkable.append(source)
         result.files_parsed = len(sources)
         project = ProjectIndex(facts)
-        active = self._active_rules(project, result)
+        active = self._active_rules(rules, project, result)
         digest = project_digest(facts) if cache is not None else ""
         outcomes = self._second_pass(checkable, active, project, cache, digest)
 
