@@ -1,7 +1,7 @@
 """Content-hash result cache (``.swacheck_cache/`` by default, as ruff's ``.ruff_cache``).
 
 Two kinds of entry, both keyed by the file's bytes, the effective configuration, the
-swacheck version and the enabled rule set:
+swacheck version and source, and the enabled rule set:
 
 - *facts*: the first pass's :class:`ModuleFacts` (or the file's SWA999 finding);
 - *findings*: the second pass's findings, additionally keyed by the digest of the whole
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import os
 import pickle
@@ -31,11 +32,36 @@ from swacheck.rule import Rule
 _GITIGNORE = "# Automatically created by swacheck.\n*\n"
 
 
+@functools.cache
+def _code_digest() -> str:
+    """A digest of swacheck's own source files (engine, analysis, rules): names, sizes
+    and modification times, which is enough to tell edited code and cheap to read.
+
+    A development install changes rules and fact types without a version bump; a
+    cached entry from other code must be a miss, never an object of a stale shape.
+    """
+    import swacheck
+    import swacheck.rules
+
+    digest = hashlib.sha256()
+    for package in (swacheck, swacheck.rules):
+        for folder in package.__path__:
+            for path in sorted(Path(folder).rglob("*.py")):
+                info = path.stat()
+                digest.update(f"{path}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
 class ResultCache:
     def __init__(self, folder: Path, config: Config, rules: Sequence[type[Rule]]) -> None:
         self.folder = folder
         salt = "\0".join(
-            [__version__, config.fingerprint(), ",".join(sorted(r.code for r in rules))]
+            [
+                __version__,
+                _code_digest(),
+                config.fingerprint(),
+                ",".join(sorted(r.code for r in rules)),
+            ]
         )
         self._salt = hashlib.sha256(salt.encode()).hexdigest()
         self._ready = False
