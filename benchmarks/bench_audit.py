@@ -45,10 +45,14 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--fixit-runs", type=int, default=1, help="Fixit is slow: fewer runs")
     parser.add_argument("--no-fixit", action="store_true")
+    parser.add_argument(
+        "--no-variants", action="store_true", help="skip the no-prefilter/--jobs 1 comparisons"
+    )
     args = parser.parse_args()
     swacheck = [sys.executable, "-m", "swacheck", "audit", "--exit-zero"]
-    ruff = shutil.which("ruff") or "ruff"
-    fixit = shutil.which("fixit") or "fixit"
+    here = Path(sys.executable).parent  # tools installed beside this Python first
+    ruff = shutil.which("ruff", path=str(here)) or shutil.which("ruff") or "ruff"
+    fixit = shutil.which("fixit", path=str(here)) or shutil.which("fixit") or "fixit"
     rows = []
     for spec in args.releases:
         name, _, version = spec.partition("==")
@@ -87,6 +91,7 @@ def main() -> int:
                 ),
             ):
                 seconds, rss, out = timed(cmd, cwd=tree.parent)
+                print(f"# {spec} run {run} {label}: {seconds:.2f} s, {rss} MiB", flush=True)
                 times[label].append(seconds)
                 peak[label] = max(peak.get(label, 0), rss)
                 outputs.setdefault(label, out)
@@ -103,7 +108,7 @@ def main() -> int:
         }
         identical = {}
         reference = json.loads(outputs["cold"])
-        for label, extra in variants.items():
+        for label, extra in variants.items() if not args.no_variants else ():
             _, _, out = timed(
                 [*swacheck, *extra, "--output-format", "json", str(tree)], cwd=tree.parent
             )
@@ -115,6 +120,7 @@ def main() -> int:
             "files": files,
             "MB": round(size, 1),
             "median_s": med,
+            "peak_MiB": peak,
             "cold_vs_ruff": round(med["cold"] / med["ruff"], 2),
             "warm_vs_ruff": round(med["warm"] / med["ruff"], 2),
             "findings": len(reference),
