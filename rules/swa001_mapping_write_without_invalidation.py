@@ -6,21 +6,17 @@ import libcst as cst
 
 from swacheck.analysis.order import (
     FunctionFlow,
+    OrderRule,
     Step,
     config_terms,
     function_flow,
     invalidation_receiver,
-    order_rule_active,
-    scope_facts,
     statement_of,
-)
-from swacheck.analysis.order import (
-    activation as order_activation,
 )
 from swacheck.analysis.summaries import FILL, INV, WRITE, Target, function_key
 from swacheck.config import Config
 from swacheck.finding import Applicability, Fix
-from swacheck.rule import FixSafety, Invalid, Rule, Valid
+from swacheck.rule import FixSafety, Invalid, Valid
 
 _POOL = """
 class SWAKVPool:
@@ -32,7 +28,7 @@ class SWAKVPool:
 """
 
 
-class MappingWriteWithoutInvalidation(Rule):
+class MappingWriteWithoutInvalidation(OrderRule):
     """
     ## What it does
     Flags a write to the full→SWA mapping table (`mapping-attributes`) that is not
@@ -88,7 +84,6 @@ class MappingWriteWithoutInvalidation(Rule):
         "translate-methods",
         "kernel-launch-writes",
     )
-    uses_summaries = True
     invariant = "I1"
     origin = "SGLang PR #25824 items 1-3"
 
@@ -705,18 +700,6 @@ class Pool:
         (``order.relevant_text``) is exactly a file holding one of these names.
         """
         return config_terms(config)
-
-    @classmethod
-    def activation(cls, config):  # type: ignore[no-untyped-def]
-        return order_activation(config)
-
-    @classmethod
-    def is_active(cls, project) -> bool:  # type: ignore[no-untyped-def]
-        return order_rule_active(cls.code, project)
-
-    @classmethod
-    def collect_facts(cls, context):  # type: ignore[no-untyped-def]
-        return scope_facts(context)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         names = self.context.names

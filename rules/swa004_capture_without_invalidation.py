@@ -10,14 +10,10 @@ import libcst as cst
 from swacheck.analysis.names import call_name, dotted_name
 from swacheck.analysis.order import (
     FunctionFlow,
+    OrderRule,
     config_terms,
     function_flow,
-    order_rule_active,
     resolver,
-    scope_facts,
-)
-from swacheck.analysis.order import (
-    activation as order_activation,
 )
 from swacheck.analysis.summaries import (
     FILL,
@@ -29,7 +25,7 @@ from swacheck.analysis.summaries import (
 from swacheck.analysis.writes import CALL, Event
 from swacheck.config import Config
 from swacheck.finding import Applicability, Fix
-from swacheck.rule import FixSafety, Invalid, Rule, Valid
+from swacheck.rule import FixSafety, Invalid, Valid
 from swacheck.triggers import exact, word
 
 
@@ -76,7 +72,7 @@ class SWAKVPool:
 }
 
 
-class CaptureWithoutInvalidation(Rule):
+class CaptureWithoutInvalidation(OrderRule):
     """
     ## What it does
     Flags a CUDA-graph warm-up or capture run that runs a forward (a call whose name
@@ -112,7 +108,6 @@ class CaptureWithoutInvalidation(Rule):
     summary = "Graph warm-up/capture run that runs a forward without invalidating first"
     fix_safety = FixSafety.UNSAFE
     config_keys = ("invalidate-methods", "translate-methods", "mapping-attributes")
-    uses_summaries = True
     invariant = "I5"
     origin = "SGLang PR #25824 item 4"
 
@@ -420,18 +415,6 @@ class Runner:
         candidate, and the file defining the invalidation method (the scope rule) too.
         """
         return frozenset({word("swa"), exact("SWA"), *config_terms(config)})
-
-    @classmethod
-    def activation(cls, config):  # type: ignore[no-untyped-def]
-        return order_activation(config)
-
-    @classmethod
-    def is_active(cls, project) -> bool:  # type: ignore[no-untyped-def]
-        return order_rule_active(cls.code, project)
-
-    @classmethod
-    def collect_facts(cls, context):  # type: ignore[no-untyped-def]
-        return scope_facts(context)
 
     # -- which code is SWA code ----------------------------------------------------
 

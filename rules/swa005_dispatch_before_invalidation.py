@@ -6,17 +6,13 @@ import libcst as cst
 
 from swacheck.analysis.order import (
     FunctionFlow,
+    OrderRule,
     config_terms,
     function_flow,
-    order_rule_active,
-    scope_facts,
-)
-from swacheck.analysis.order import (
-    activation as order_activation,
 )
 from swacheck.analysis.writes import CALL, Event
 from swacheck.config import Config
-from swacheck.rule import Invalid, Rule, Valid
+from swacheck.rule import Invalid, Valid
 
 
 def is_replay(event: Event) -> bool:
@@ -30,7 +26,7 @@ def is_eager_forward(event: Event, own_name: str) -> bool:
     return event.name.startswith("forward") or event.name == "init_forward_metadata"
 
 
-class DispatchBeforeInvalidation(Rule):
+class DispatchBeforeInvalidation(OrderRule):
     """
     ## What it does
     In a function that dispatches a forward both to CUDA-graph replay (a `replay*`
@@ -55,7 +51,6 @@ class DispatchBeforeInvalidation(Rule):
     name = "dispatch-before-invalidation"
     summary = "Forward dispatch reachable without invalidating the translation cache"
     config_keys = ("invalidate-methods", "translate-methods", "mapping-attributes")
-    uses_summaries = True
     invariant = "I6"
     origin = "SGLang PR #26152"
 
@@ -248,18 +243,6 @@ class ModelRunner:
         (the scope rule) always is.
         """
         return config_terms(config)
-
-    @classmethod
-    def activation(cls, config):  # type: ignore[no-untyped-def]
-        return order_activation(config)
-
-    @classmethod
-    def is_active(cls, project) -> bool:  # type: ignore[no-untyped-def]
-        return order_rule_active(cls.code, project)
-
-    @classmethod
-    def collect_facts(cls, context):  # type: ignore[no-untyped-def]
-        return scope_facts(context)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         flow = function_flow(self.context, node)

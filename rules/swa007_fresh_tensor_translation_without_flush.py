@@ -7,18 +7,14 @@ import libcst as cst
 from swacheck.analysis.aliases import strip_views
 from swacheck.analysis.order import (
     FunctionFlow,
+    OrderRule,
     config_terms,
     function_flow,
-    order_rule_active,
-    scope_facts,
-)
-from swacheck.analysis.order import (
-    activation as order_activation,
 )
 from swacheck.analysis.summaries import FILL
 from swacheck.analysis.writes import CALL, WRITE, is_inplace_method
 from swacheck.config import Config
-from swacheck.rule import Invalid, Rule, Valid
+from swacheck.rule import Invalid, Valid
 
 # The batch's own location tensor (what ``set_kv_buffer`` translates); translating it
 # (or a slice of it) is the cache's normal use.
@@ -34,7 +30,7 @@ class SWAKVPool:
 """
 
 
-class FreshTensorTranslationWithoutFlush(Rule):
+class FreshTensorTranslationWithoutFlush(OrderRule):
     """
     ## What it does
     Flags a call of a translation method (`translate-methods`) on a freshly computed
@@ -62,7 +58,6 @@ class FreshTensorTranslationWithoutFlush(Rule):
     name = "fresh-tensor-translation-without-flush"
     summary = "Translation of a freshly computed index tensor not bracketed by invalidations"
     config_keys = ("translate-methods", "invalidate-methods", "mapping-attributes")
-    uses_summaries = True
     invariant = "I7"
     origin = "SGLang PR #26152"
 
@@ -247,18 +242,6 @@ class Pool:
         scope rule) candidates, whichever order rules are selected.
         """
         return config_terms(config)
-
-    @classmethod
-    def activation(cls, config):  # type: ignore[no-untyped-def]
-        return order_activation(config)
-
-    @classmethod
-    def is_active(cls, project) -> bool:  # type: ignore[no-untyped-def]
-        return order_rule_active(cls.code, project)
-
-    @classmethod
-    def collect_facts(cls, context):  # type: ignore[no-untyped-def]
-        return scope_facts(context)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         names = self.context.names

@@ -53,9 +53,10 @@ from swacheck.analysis.summaries import (
     swa_guard_polarity,
 )
 from swacheck.analysis.writes import NEW, Event
+from swacheck.rule import Rule
 
 if TYPE_CHECKING:
-    from swacheck.analysis.index import ClassInfo
+    from swacheck.analysis.index import ClassInfo, ProjectIndex
     from swacheck.analysis.names import Names
     from swacheck.config import Config
     from swacheck.context import FileContext
@@ -92,6 +93,34 @@ def activation(config: Config) -> tuple[frozenset[str], re.Pattern[bytes]]:
     names = "|".join(re.escape(name) for name in config.invalidate_methods)
     pattern = re.compile(rf"\bdef\s+(?:{names})\s*\(".encode())
     return frozenset(config.invalidate_methods), pattern
+
+
+class OrderRule(Rule):
+    """Base of the order rules (SWA001, SWA004, SWA005, SWA007): their shared scope.
+
+    They read method summaries, apply only where the audit defines an invalidation
+    method (decided on raw bytes before parsing, then on the parsed facts), and share
+    one per-file :class:`ScopeFacts`. Their trigger set is the configured names
+    (``config_terms``); a rule may add to it.
+    """
+
+    uses_summaries = True
+
+    @classmethod
+    def triggers(cls, config: Config) -> frozenset[str] | None:
+        return config_terms(config)
+
+    @classmethod
+    def activation(cls, config: Config) -> tuple[frozenset[str], re.Pattern[bytes]]:
+        return activation(config)
+
+    @classmethod
+    def is_active(cls, project: ProjectIndex) -> bool:
+        return order_rule_active(cls.code, project)
+
+    @classmethod
+    def collect_facts(cls, context: FileContext) -> ScopeFacts:
+        return scope_facts(context)
 
 
 def scope_facts(context: FileContext) -> ScopeFacts:
