@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -82,9 +82,6 @@ class Config:
                 value = sorted(value.items())
             parts.append(f"{f.name}={value!r}")
         return ";".join(parts)
-
-    def with_overrides(self, **changes: Any) -> Config:
-        return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
 
 _DEFAULTS = Config()
