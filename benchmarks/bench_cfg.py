@@ -157,7 +157,7 @@ def measure(path: str, text: str) -> dict[str, float]:
     first = _median(lambda: module_skeletons(module, positions))
 
     config = Config()
-    facts = index_module(wrapper, path)
+    facts = index_module(module, path)
     for code in ("SWA001", "SWA004", "SWA005", "SWA007"):
         facts.rule_facts[code] = ScopeFacts(True, True)
 

@@ -17,6 +17,7 @@ from swacheck.analysis.padding import (
     padding_trigger_strings,
     single_assignments,
 )
+from swacheck.analysis.walk import walk
 from swacheck.config import DEFAULT_SWA_LOC_PATTERN, Config
 from swacheck.finding import Applicability
 from swacheck.rule import FixSafety, Invalid, Rule, Valid
@@ -938,7 +939,7 @@ class Runner:
                 # The same argument as the prefilter's: nothing here can matter.
                 return None
         collector = _FactsCollector(context.names)
-        context.module.visit(collector)
+        walk(context.module, collector)
         return collector.facts
 
     # -- checking ---------------------------------------------------------------------
@@ -1153,7 +1154,7 @@ def _local_annotation(func: cst.FunctionDef, name: str) -> cst.BaseExpression | 
             if isinstance(node.target, cst.Name) and node.target.value == name:
                 found.append(node.annotation.annotation)
 
-    func.visit(Visitor())
+    walk(func, Visitor())
     return found[0] if len(found) == 1 else None
 
 

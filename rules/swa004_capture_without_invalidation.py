@@ -22,6 +22,7 @@ from swacheck.analysis.summaries import (
     is_swa_word,
     swa_guard_polarity,
 )
+from swacheck.analysis.walk import walk
 from swacheck.analysis.writes import CALL, Event
 from swacheck.config import Config
 from swacheck.finding import Applicability, Fix
@@ -575,7 +576,7 @@ class Runner:
 
         body = getattr(compound, "body", None)
         if body is not None:
-            body.visit(Collect())
+            walk(body, Collect())
         return out
 
     def _loop_nodes(self, flow: FunctionFlow) -> set[int]:
@@ -674,7 +675,7 @@ class Runner:
                     if call is not None:
                         found.append(([module.code_for_node(call)], _root(call)))
 
-            module.visit(Visitor())
+            walk(module, Visitor())
             return found[0] if found else None
 
         return self.context.memo(("SWA004.snippet",), compute)

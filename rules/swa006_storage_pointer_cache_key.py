@@ -9,6 +9,7 @@ import libcst as cst
 
 from swacheck.analysis.names import call_name, target_name
 from swacheck.analysis.padding import is_location_name, single_assignments
+from swacheck.analysis.walk import walk
 from swacheck.config import Config
 from swacheck.finding import Applicability
 from swacheck.rule import FixSafety, Invalid, Rule, Valid
@@ -69,7 +70,7 @@ class _Nodes(cst.CSTVisitor):
 
 def _nodes(expr: cst.CSTNode) -> _Nodes:
     found = _Nodes()
-    expr.visit(found)
+    walk(expr, found)
     return found
 
 

@@ -12,6 +12,7 @@ from swacheck.analysis.order import (
     function_flow,
 )
 from swacheck.analysis.summaries import FILL
+from swacheck.analysis.walk import walk
 from swacheck.analysis.writes import CALL, WRITE, is_inplace_method
 from swacheck.config import Config
 from swacheck.rule import Invalid, Valid
@@ -351,7 +352,7 @@ class Pool:
                 is_computation = False
             computed[target.value] = computed.get(target.value, True) and is_computation
 
-        flow.function.visit(Visitor())
+        walk(flow.function, Visitor())
         fresh = {n for n, ok in computed.items() if ok and n not in params}
         return (fresh | written) - BATCH_LOCATION_NAMES
 

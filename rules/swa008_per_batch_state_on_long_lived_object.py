@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
+from swacheck.analysis.walk import walk
 from swacheck.config import DEFAULT_SWA_LOC_PATTERN, Config
 from swacheck.rule import FixSafety, Invalid, Rule, Valid
 
@@ -487,7 +488,7 @@ class Backend:
     @classmethod
     def collect_facts(cls, context: FileContext) -> FileFacts:
         collector = _FactsCollector(context, cls.triggers(context.config))
-        context.module.visit(collector)
+        walk(context.module, collector)
         return collector.facts
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:

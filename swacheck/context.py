@@ -14,9 +14,10 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import MetadataWrapper
 
 from swacheck.analysis.names import Names
+from swacheck.analysis.positions import LazyPositions
 from swacheck.config import Config
 from swacheck.finding import Applicability, Edit, Fix, Position
 
@@ -75,8 +76,8 @@ class FileContext:
         return self.wrapper.module
 
     @cached_property
-    def positions(self) -> Any:
-        return self.wrapper.resolve(PositionProvider)
+    def positions(self) -> LazyPositions:
+        return LazyPositions(self.module, lambda: self.parents)
 
     @cached_property
     def parents(self) -> dict[cst.CSTNode, cst.CSTNode]:

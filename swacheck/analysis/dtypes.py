@@ -10,6 +10,7 @@ from __future__ import annotations
 import libcst as cst
 
 from swacheck.analysis.names import dotted_name
+from swacheck.analysis.walk import walk
 from swacheck.context import FileContext
 
 _DTYPE_NAMES = {
@@ -102,5 +103,5 @@ def _assignments(
                 if isinstance(target.target, cst.Name) and target.target.value == name:
                     found.append((node.value, ctx.start(node).row))
 
-    scope.visit(Visitor())
+    walk(scope, Visitor())
     return found

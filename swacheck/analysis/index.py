@@ -12,11 +12,12 @@ pickled.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import libcst as cst
+from libcst.metadata import CodeRange
 
 from swacheck.analysis.names import dotted_name, target_name
 from swacheck.analysis.summaries import (
@@ -26,6 +27,7 @@ from swacheck.analysis.summaries import (
     module_skeletons,
     params_of,
 )
+from swacheck.analysis.walk import walk
 
 T = TypeVar("T")
 
@@ -188,7 +190,7 @@ def _class_info(node: cst.ClassDef, path: str) -> tuple[ClassInfo, _ClassCollect
                         if cls:
                             field_types[name] = cls
     collector = _ClassCollector()
-    node.body.visit(collector)
+    walk(node.body, collector)
     info = ClassInfo(
         name=node.name.value,
         path=path,
@@ -203,12 +205,14 @@ def _class_info(node: cst.ClassDef, path: str) -> tuple[ClassInfo, _ClassCollect
     return info, collector
 
 
-def index_module(wrapper: cst.MetadataWrapper, path: str, *, skeletons: bool) -> ModuleFacts:
+def index_module(
+    module: cst.Module, path: str, *, positions: Mapping[cst.CSTNode, CodeRange] | None = None
+) -> ModuleFacts:
     """First-pass facts of one parsed file.
 
-    ``skeletons`` (per-function CFGs and events, for the method summaries of the order
-    rules) are the costly part and need positions; they are built only when an enabled
-    rule uses summaries.
+    Skeletons (per-function CFGs and events, for the method summaries of the order
+    rules) are the costly part and need ``positions``; they are built only when
+    positions are given, which the engine does only when an enabled rule uses summaries.
     """
     classes: list[ClassInfo] = []
     functions: set[str] = set()
@@ -229,12 +233,10 @@ def index_module(wrapper: cst.MetadataWrapper, path: str, *, skeletons: bool) ->
         def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
             functions.add(node.name.value)
 
-    wrapper.module.visit(Visitor())
+    walk(module, Visitor())
     function_facts = {}
-    if skeletons:
-        from libcst.metadata import PositionProvider
-
-        function_facts = module_skeletons(wrapper.module, wrapper.resolve(PositionProvider))
+    if positions is not None:
+        function_facts = module_skeletons(module, positions)
     return ModuleFacts(
         path=path,
         classes=classes,

@@ -24,6 +24,7 @@ from typing import Literal
 import libcst as cst
 
 from swacheck.analysis.names import target_name
+from swacheck.analysis.walk import walk
 
 Polarity = Literal["body", "orelse"]
 
@@ -207,7 +208,7 @@ def single_assignments(func: cst.FunctionDef) -> dict[str, cst.BaseExpression]:
             if isinstance(node.target, cst.Name):
                 seen.setdefault(node.target.value, []).append(node.value)
 
-    func.visit(Visitor())
+    walk(func, Visitor())
     return {name: values[0] for name, values in seen.items() if len(values) == 1}
 
 
@@ -347,5 +348,5 @@ class BlockWrites:
 def block_writes(block: cst.CSTNode) -> BlockWrites:
     """Every buffer write and method call in ``block`` (nested scopes excluded)."""
     collector = _WriteCollector()
-    block.visit(collector)
+    walk(block, collector)
     return BlockWrites(tuple(collector.writes), tuple(collector.self_calls))

@@ -32,6 +32,7 @@ import libcst as cst
 
 from swacheck.analysis.aliases import AttrRef, attr_ref
 from swacheck.analysis.names import dotted_name
+from swacheck.analysis.walk import children
 
 CALL = "call"
 WRITE = "write"
@@ -285,7 +286,7 @@ class EventCollector:
         elif isinstance(node, cst.ListComp | cst.SetComp | cst.GeneratorExp | cst.DictComp):
             self.expr(node.for_in.iter)
             self._conditional += 1
-            for child in node.children:
+            for child in children(node):
                 if child is not node.for_in:
                     self.expr(child)
             self._comp_for(node.for_in)
@@ -293,7 +294,7 @@ class EventCollector:
         elif isinstance(node, cst.CompFor):
             self._comp_for(node)
         else:
-            for child in node.children:
+            for child in children(node):
                 self.expr(child)
 
     def _comp_for(self, node: cst.CompFor) -> None:

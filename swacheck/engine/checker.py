@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from swacheck.analysis.index import ModuleFacts, ProjectIndex, index_module
 from swacheck.analysis.names import Names
+from swacheck.analysis.walk import walk
 from swacheck.config import Config
 from swacheck.context import FileContext
 from swacheck.engine.noqa import suppressions
@@ -31,8 +32,9 @@ def _context(path: str, parsed: Parsed, config: Config, project: ProjectIndex) -
 def collect_facts(
     path: str, parsed: Parsed, rules: Sequence[type[Rule]], config: Config
 ) -> ModuleFacts:
-    facts = index_module(parsed.wrapper, path, skeletons=any(rule.uses_summaries for rule in rules))
     context = _context(path, parsed, config, ProjectIndex())
+    summaries = any(rule.uses_summaries for rule in rules)
+    facts = index_module(context.module, path, positions=context.positions if summaries else None)
     for rule in rules:
         collected = rule.collect_facts(context)
         if collected is not None:
@@ -63,14 +65,14 @@ def check_parsed(
     context = _context(path, parsed, config, project)
     visitors = [rule(context) for rule in active]
     try:
-        parsed.wrapper.visit_batched(visitors)
+        walk(parsed.wrapper.module, visitors)
     except (Exception, RecursionError):
         # Find the culprit(s) and keep every other rule's findings.
         visitors = []
         for rule in active:
             single = rule(context)
             try:
-                parsed.wrapper.visit_batched([single])
+                walk(parsed.wrapper.module, [single])
             except (Exception, RecursionError) as exc:
                 outcome.errors.append(_describe(rule, exc))
                 continue

@@ -109,8 +109,7 @@ def _project(files: dict[str, str]) -> ProjectIndex:
     modules = []
     for path, text in files.items():
         wrapper = MetadataWrapper(cst.parse_module(textwrap.dedent(text)))
-        wrapper.resolve(PositionProvider)
-        facts = index_module(wrapper, path, skeletons=True)
+        facts = index_module(wrapper.module, path, positions=wrapper.resolve(PositionProvider))
         for code in ("SWA001",):
             facts.rule_facts[code] = ScopeFacts(True, True)
         modules.append(facts)

@@ -1,0 +1,174 @@
+"""A read-only libcst traversal that does not rebuild the tree.
+
+``node.visit(visitor)`` and ``MetadataWrapper.visit_batched`` reach children through
+``_visit_and_replace_children``, which re-creates (and re-validates) every node on the
+way back up, even for a visitor that changes nothing. Profiling the audit of a real
+engine tree showed those rebuilds costing several times the parse itself. The
+walkers here read the children straight from the node's fields instead.
+
+Semantics are libcst's, with one documented difference:
+
+- children are visited in source order: the field order is learnt once per node class
+  from libcst itself (the ``on_visit_attribute`` calls of its own traversal), so it
+  can never drift from the installed libcst;
+- ``visit_<Type>`` (or an overridden ``on_visit``) returning ``False`` skips the
+  children (single visitor only, as in libcst's batched traversal); ``leave_<Type>``
+  (or ``on_leave``) is called after them;
+- whitespace, comments and punctuation nodes (:data:`SKIPPED`) are not visited: no
+  analysis looks at them (``noqa`` comments are read with :mod:`tokenize`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import libcst as cst
+
+# Node classes never visited nor descended into: layout, not meaning.
+SKIPPED: frozenset[type] = frozenset(
+    {
+        cst.SimpleWhitespace,
+        cst.ParenthesizedWhitespace,
+        cst.EmptyLine,
+        cst.TrailingWhitespace,
+        cst.Newline,
+        cst.Comment,
+        cst.LeftParen,
+        cst.RightParen,
+        cst.LeftSquareBracket,
+        cst.RightSquareBracket,
+        cst.LeftCurlyBrace,
+        cst.RightCurlyBrace,
+        cst.Comma,
+        cst.Semicolon,
+        cst.Colon,
+        cst.Dot,
+        cst.AssignEqual,
+    }
+)
+
+_ORDER: dict[type, tuple[str, ...]] = {}
+
+
+class _AttributeRecorder(cst.CSTVisitor):
+    """Records the order in which libcst's own traversal visits a node's fields."""
+
+    def __init__(self) -> None:
+        self.order: list[str] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return False
+
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        if attribute not in self.order:
+            self.order.append(attribute)
+
+
+def _field_order(node: cst.CSTNode) -> tuple[str, ...]:
+    kind = type(node)
+    order = _ORDER.get(kind)
+    if order is None:
+        recorder = _AttributeRecorder()
+        node._visit_and_replace_children(recorder)
+        # A field visited only conditionally (``ImportFrom.names`` for ``*``) may be
+        # missing from one instance's record: keep it, after the recorded ones.
+        rest = [f.name for f in dataclasses.fields(kind) if f.name not in recorder.order]
+        order = _ORDER[kind] = tuple(recorder.order + rest)
+    return order
+
+
+def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """``node``'s children in source order, without layout nodes."""
+    for name in _field_order(node):
+        value = getattr(node, name)
+        if isinstance(value, cst.CSTNode):
+            if type(value) not in SKIPPED:
+                yield value
+        elif isinstance(value, tuple | list):
+            for item in value:
+                if isinstance(item, cst.CSTNode) and type(item) not in SKIPPED:
+                    yield item
+
+
+def iter_nodes(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Every node under ``root`` (``root`` first), depth first, in source order."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(list(children(node))))
+
+
+Handler = Callable[[cst.CSTNode], Any]
+
+
+class _Dispatch:
+    """Each visitor's overridden ``visit_``/``leave_`` methods, per node class."""
+
+    def __init__(self, visitors: Sequence[cst.CSTVisitor | cst.BatchableCSTVisitor]) -> None:
+        self.visitors = visitors
+        self._visit: dict[type, tuple[Handler, ...]] = {}
+        self._leave: dict[type, tuple[Handler, ...]] = {}
+
+    def _methods(self, prefix: str, kind: type) -> tuple[Handler, ...]:
+        found = []
+        hook = "on_visit" if prefix == "visit_" else "on_leave"
+        for visitor in self.visitors:
+            # A visitor overriding libcst's generic hook sees every node through it.
+            generic = getattr(type(visitor), hook, None)
+            if generic is not None and generic is not getattr(cst.CSTVisitor, hook):
+                method = getattr(visitor, hook, None)
+            else:
+                method = getattr(visitor, f"{prefix}{kind.__name__}", None)
+            if method is not None and not getattr(method, "_is_no_op", False):
+                found.append(method)
+        return tuple(found)
+
+    def visit(self, kind: type) -> tuple[Handler, ...]:
+        methods = self._visit.get(kind)
+        if methods is None:
+            methods = self._visit[kind] = self._methods("visit_", kind)
+        return methods
+
+    def leave(self, kind: type) -> tuple[Handler, ...]:
+        methods = self._leave.get(kind)
+        if methods is None:
+            methods = self._leave[kind] = self._methods("leave_", kind)
+        return methods
+
+
+_LEAVE = object()
+
+
+def walk(
+    root: cst.CSTNode,
+    visitors: cst.CSTVisitor | cst.BatchableCSTVisitor | Sequence[Any],
+) -> None:
+    """Run ``visitors`` (one, or a batch) over ``root`` like ``root.visit`` would.
+
+    With a single visitor, ``visit_<Type>`` returning ``False`` skips the children;
+    in a batch the return values are ignored, as in ``libcst.visit_batched``.
+    Iterative, so a deep tree that parsed cannot overflow the stack here.
+    """
+    batch = visitors if isinstance(visitors, Sequence) else [visitors]
+    single = len(batch) == 1
+    dispatch = _Dispatch(batch)
+    stack: list[Any] = [root]
+    while stack:
+        item = stack.pop()
+        if item is _LEAVE:
+            node = stack.pop()
+            for method in dispatch.leave(type(node)):
+                method(node)
+            continue
+        node = item
+        descend = True
+        for method in dispatch.visit(type(node)):
+            if method(node) is False and single:
+                descend = False
+        stack.append(node)
+        stack.append(_LEAVE)
+        if descend:
+            stack.extend(reversed(list(children(node))))
