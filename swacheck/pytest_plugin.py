@@ -7,6 +7,10 @@
 fails the test with its kind in the message; the session ends with one summary line
 (also under pytest-xdist, whose workers send their tallies to the controller).
 
+Tensor-parallel code is tested through the ``swa_sanitize_ranks`` fixture: it runs a
+function on N ranks under torchrun, each rank under its own sanitizer at the test's
+level and action, and fails the test on the report merged over the ranks.
+
 This module is loaded in every pytest session of an environment with swacheck
 installed, so it imports nothing heavy: torch and ``swacheck.runtime`` are imported
 only once a test is actually sanitized.
@@ -18,18 +22,19 @@ import importlib
 import importlib.util
 import json
 from collections import Counter
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 if TYPE_CHECKING:
-    from swacheck.runtime import Sanitizer
+    from swacheck.runtime import Sanitizer, SanitizerReport
 
 OPTION = "--swa-sanitize"
 ACTION_OPTION = "--swa-sanitize-action"
 MARKER = "swa_sanitize"
 FIXTURE = "swa_sanitizer"
+RANKS_FIXTURE = "swa_sanitize_ranks"
 INI_LEVEL = "swa_sanitize"
 INI_ACTION = "swa_sanitize_action"
 INI_CLASSES = "swa_sanitize_classes"
@@ -38,6 +43,7 @@ LEVELS = ("off", "fast", "full")
 ACTIONS = ("raise", "log")
 
 _SANITIZER = pytest.StashKey["Sanitizer"]()
+_RANK_REPORTS = pytest.StashKey["list[SanitizerReport]"]()
 _STATS = pytest.StashKey["SessionStats"]()
 
 
@@ -51,12 +57,14 @@ class SessionStats:
         self.counts: Counter[str] = Counter()
         self.failed: list[str] = []
 
-    def add_report(self, nodeid: str, report: Any) -> None:
+    def add_report(self, nodeid: str, report: Any, *rank_reports: Any) -> None:
+        """One sanitized test: its own report, plus the merged reports of its ranked runs."""
         self.tests += 1
-        self.checks += report.total_checks
         self.levels[report.level] += 1
-        self.counts.update({k: n for k, n in report.counts.items() if n})
-        if report.total_violations:
+        for r in (report, *rank_reports):
+            self.checks += r.total_checks
+            self.counts.update({k: n for k, n in r.counts.items() if n})
+        if any(r.total_violations for r in (report, *rank_reports)):
             self.failed.append(nodeid)
 
     def to_json(self) -> str:
@@ -154,7 +162,7 @@ def _settings(item: pytest.Item) -> tuple[str, str] | None:
         requested = marker.kwargs.get("level", marker.args[0] if marker.args else None)
         level = requested or (level if level != "off" else "fast")
         action = marker.kwargs.get("action", action)
-    elif level == "off" and FIXTURE in getattr(item, "fixturenames", ()):
+    elif level == "off" and {FIXTURE, RANKS_FIXTURE} & set(getattr(item, "fixturenames", ())):
         level = "fast"
     if level == "off":
         return None
@@ -207,6 +215,52 @@ def swa_sanitizer(request: pytest.FixtureRequest) -> Sanitizer:
     return request.node.stash[_SANITIZER]
 
 
+@pytest.fixture
+def swa_sanitize_ranks(request: pytest.FixtureRequest) -> Callable[..., SanitizerReport]:
+    """``swa_sanitize_ranks(target, nprocs=2, timeout=300)`` runs ``target(sanitizer)`` on
+    ``nprocs`` ranks launched by torchrun (gloo on CPU, NCCL when there is a GPU per rank),
+    each rank under its own sanitizer at this test's level and action, and returns the
+    report merged over the ranks. ``target`` is a function or ``"module:function"``
+    importable from ``sys.path`` (torchrun starts fresh interpreters). Under ``raise`` a
+    violation on any rank fails the test with its kind, as in a single process."""
+    item = request.node
+    level, action = _settings(item) or ("fast", "raise")
+    reports = item.stash.setdefault(_RANK_REPORTS, [])
+
+    def run(
+        target: str | Callable[..., Any], nprocs: int = 2, timeout: float = 300.0
+    ) -> SanitizerReport:
+        from swacheck.runtime import ERROR_BY_KIND
+        from swacheck.runtime.distributed import launch_sanitized
+
+        spec = target if isinstance(target, str) else f"{target.__module__}:{target.__qualname__}"
+        proc, report = launch_sanitized(
+            spec,
+            nprocs,
+            level=level,
+            action=action,
+            watch_classes=item.config.getini(INI_CLASSES),
+            timeout_s=timeout,
+            cwd=item.config.rootpath,
+        )
+        if report is None:
+            output = (proc.stdout + proc.stderr)[-4000:]
+            pytest.fail(
+                f"{spec} on {nprocs} ranks exited {proc.returncode} without a report:\n{output}"
+            )
+        reports.append(report)
+        if report.total_violations or report.errors:
+            item.add_report_section("call", f"swa-sanitizer, {nprocs} ranks", report.to_text())
+        if action == "raise" and report.violations:
+            first = report.violations[0]
+            raise ERROR_BY_KIND[first.kind](first)
+        if report.errors:
+            pytest.fail(f"{spec} failed on rank(s) {sorted(report.errors)}: {report.errors}")
+        return report
+
+    return run
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     san = item.stash.get(_SANITIZER, None)
@@ -235,7 +289,8 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
             del item.stash[_SANITIZER]
             report = san.report()
             san.close()
-            item.config.stash[_STATS].add_report(item.nodeid, report)
+            ranked = item.stash.get(_RANK_REPORTS, [])
+            item.config.stash[_STATS].add_report(item.nodeid, report, *ranked)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

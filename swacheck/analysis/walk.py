@@ -21,7 +21,7 @@ Semantics are libcst's, with one documented difference:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import libcst as cst
@@ -79,26 +79,38 @@ def _field_order(node: cst.CSTNode) -> tuple[str, ...]:
     return order
 
 
-def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+# Per value type: 1 a node to visit, 2 a sequence that may hold nodes, 0 anything else
+# (layout nodes, strings, sentinels). ``isinstance(x, cst.CSTNode)`` is an ABC check,
+# far slower than this lookup on the millions of values of a large tree.
+_KIND: dict[type, int] = {tuple: 2, list: 2}
+
+
+def _kind(kind: type) -> int:
+    found = _KIND.get(kind)
+    if found is None:
+        found = _KIND[kind] = int(issubclass(kind, cst.CSTNode) and kind not in SKIPPED)
+    return found
+
+
+def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     """``node``'s children in source order, without layout nodes."""
-    for name in _field_order(node):
+    found: list[cst.CSTNode] = []
+    order = _ORDER.get(type(node)) or _field_order(node)
+    for name in order:
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
-            if type(value) not in SKIPPED:
-                yield value
-        elif isinstance(value, tuple | list):
+        kind = _KIND.get(type(value))
+        if kind is None:
+            kind = _kind(type(value))
+        if kind == 1:
+            found.append(value)
+        elif kind == 2:
             for item in value:
-                if isinstance(item, cst.CSTNode) and type(item) not in SKIPPED:
-                    yield item
-
-
-def iter_nodes(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """Every node under ``root`` (``root`` first), depth first, in source order."""
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        yield node
-        stack.extend(reversed(list(children(node))))
+                item_kind = _KIND.get(type(item))
+                if item_kind is None:
+                    item_kind = _kind(type(item))
+                if item_kind == 1:
+                    found.append(item)
+    return found
 
 
 Handler = Callable[[cst.CSTNode], Any]
@@ -171,4 +183,4 @@ def walk(
         stack.append(node)
         stack.append(_LEAVE)
         if descend:
-            stack.extend(reversed(list(children(node))))
+            stack.extend(reversed(children(node)))
