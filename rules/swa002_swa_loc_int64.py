@@ -261,6 +261,9 @@ self.swa_loc = loc.long()
         ),
     ]
 
+    # A finding and the dtype it follows lie in one function (or module-level code).
+    region_safe = True
+
     @classmethod
     def triggers(cls, config: Config) -> frozenset[str] | None:
         """The default pattern needs the word ``swa`` bounded by ``_`` or a non-identifier

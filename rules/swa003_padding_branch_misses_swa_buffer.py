@@ -908,6 +908,9 @@ class Runner:
         ),
     ]
 
+    # The padding branch and the class owning the buffers are each a trigger block.
+    region_safe = True
+
     @classmethod
     def triggers(cls, config: Config) -> frozenset[str] | None:
         """Marked size words and ``swa_``/``_swa`` (default names), else nothing.

@@ -265,6 +265,9 @@ def swa_slots(pool, loc, cache):
         ),
     ]
 
+    # The key and the translate method it serves each sit in a trigger block.
+    region_safe = True
+
     @classmethod
     def triggers(cls, config: Config) -> frozenset[str] | None:
         """``data_ptr`` and the configured translate-method names.

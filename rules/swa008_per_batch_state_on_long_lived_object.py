@@ -468,6 +468,9 @@ class Backend:
         ),
     ]
 
+    # Setters, reads and resets all name the attribute, so each is in a trigger block.
+    region_safe = True
+
     @classmethod
     def triggers(cls, config: Config) -> frozenset[str] | None:
         """``swa_`` and ``_swa`` (default names), else nothing.

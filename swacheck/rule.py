@@ -75,6 +75,11 @@ class Rule(cst.BatchableCSTVisitor):
     # Whether the rule reads method summaries (the first pass then builds every
     # function's CFG and events, the costly part of an audit).
     uses_summaries: ClassVar[bool] = False
+    # Whether ``triggers`` holds per top-level definition, not just per file: a finding
+    # and every fact it reads lie in top-level ``def``/``class`` blocks (or module-level
+    # code) holding a trigger. When all rules of an audit are, the engine blanks the
+    # other definitions before parsing (``swacheck.engine.regions``).
+    region_safe: ClassVar[bool] = False
     VALID: ClassVar[list[Valid]] = []
     INVALID: ClassVar[list[Invalid]] = []
 

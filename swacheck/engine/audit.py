@@ -22,6 +22,7 @@ from swacheck.engine.checker import CheckOutcome, check_parsed, collect_facts
 from swacheck.engine.fixer import apply_fixes, fixable, write_atomic
 from swacheck.engine.parse import Parsed, parse_source
 from swacheck.engine.prefilter import Prefilter
+from swacheck.engine.regions import blank_irrelevant_definitions
 from swacheck.engine.selection import ignored_for_path, is_ignored
 from swacheck.finding import PARSE_ERROR_CODE, Finding
 from swacheck.rule import Rule
@@ -79,27 +80,42 @@ class _Source:
     display: str
     data: bytes
     relevant: bool = True
+    # What is parsed: ``data``, or ``data`` with irrelevant definitions blanked out.
+    regions: bytes | None = None
     parsed: Parsed | None = None
+
+    @property
+    def sparse(self) -> bool:
+        return self.regions is not None and self.regions is not self.data
+
+
+def _parse(display: str, data: bytes, regions: bytes | None) -> Parsed | Finding:
+    """Parse the blanked-out text if there is one and it parses, else the whole file."""
+    if regions is not None and regions is not data:
+        parsed = parse_source(display, regions)
+        if isinstance(parsed, Parsed):
+            return parsed
+    return parse_source(display, data)
 
 
 def _first_pass(
-    item: tuple[str, bytes], rules: Sequence[type[Rule]], config: Config
+    item: tuple[str, bytes, bytes | None], rules: Sequence[type[Rule]], config: Config
 ) -> ModuleFacts | Finding:
-    display, data = item
-    parsed = parse_source(display, data)
+    display, data, regions = item
+    parsed = _parse(display, data, regions)
     if isinstance(parsed, Finding):
         return parsed
     return collect_facts(display, parsed, rules, config)
 
 
 def _second_pass(
-    item: tuple[str, str, bytes],
+    item: tuple[str, str, bytes, bytes | None],
     rules: Sequence[type[Rule]],
     config: Config,
     project: ProjectIndex,
 ) -> CheckOutcome:
-    display, relative, data = item
-    parsed = parse_source(display, data)
+    display, relative, data, regions = item
+    parsed = _parse(display, data, regions)
     assert not isinstance(parsed, Finding)  # it parsed in the first pass
     return check_parsed(display, relative, parsed, rules, config, project)
 
@@ -156,12 +172,20 @@ class Auditor:
         # SWA999 is reported only for files a rule could fire in, so that --no-prefilter
         # (which parses everything, e.g. to measure the prefilter) gives the same findings.
         relevant = Prefilter(rules, self.config)
+        regions = relevant.triggers if self._regions(rules) else None
         sources = []
         for path, data in files:
             is_relevant = relevant.wants(data)
             if is_relevant or not self.options.prefilter:
-                sources.append(_Source(path, _display(path), data, relevant=is_relevant))
+                source = _Source(path, _display(path), data, relevant=is_relevant)
+                if regions is not None:
+                    source.regions = blank_irrelevant_definitions(data, regions)
+                sources.append(source)
         return sources
+
+    def _regions(self, rules: Sequence[type[Rule]]) -> bool:
+        """Whether definitions can be blanked out: prefilter on, every rule region-safe."""
+        return self.options.prefilter and bool(rules) and all(r.region_safe for r in rules)
 
     def _active_rules(
         self, rules: Sequence[type[Rule]], project: ProjectIndex, result: AuditResult
@@ -194,21 +218,21 @@ class Auditor:
         keys: dict[int, str] = {}
         for i, source in enumerate(sources):
             if cache is not None:
-                keys[i] = cache.key("facts", source.data, source.display)
+                keys[i] = cache.key("facts", source.data, f"{source.display}\0{source.sparse}")
                 hit = cache.get(keys[i])
                 if isinstance(hit, ModuleFacts | Finding):
                     results[i] = hit
         todo = [i for i in range(len(sources)) if i not in results]
         if self._serial(len(todo)):
             for i in todo:
-                parsed = parse_source(sources[i].display, sources[i].data)
+                parsed = _parse(sources[i].display, sources[i].data, sources[i].regions)
                 if isinstance(parsed, Parsed):
                     sources[i].parsed = parsed
                     results[i] = collect_facts(sources[i].display, parsed, rules, self.config)
                 else:
                     results[i] = parsed
         else:
-            items = [(sources[i].display, sources[i].data) for i in todo]
+            items = [(sources[i].display, sources[i].data, sources[i].regions) for i in todo]
             for i, first in zip(
                 todo, _map(_first_pass, items, self.options.jobs, rules, self.config), strict=True
             ):
@@ -232,7 +256,9 @@ class Auditor:
         for i, source in enumerate(sources):
             if cache is not None:
                 keys[i] = cache.key(
-                    "findings", source.data, f"{source.display}\0{relative[i]}\0{digest}"
+                    "findings",
+                    source.data,
+                    f"{source.display}\0{relative[i]}\0{digest}\0{source.sparse}",
                 )
                 hit = cache.get(keys[i])
                 if isinstance(hit, list):
@@ -240,14 +266,18 @@ class Auditor:
         todo = [i for i in range(len(sources)) if i not in outcomes]
         if self._serial(len(todo)) or all(sources[i].parsed is not None for i in todo):
             for i in todo:
-                parsed = sources[i].parsed or parse_source(sources[i].display, sources[i].data)
+                parsed = sources[i].parsed or _parse(
+                    sources[i].display, sources[i].data, sources[i].regions
+                )
                 assert isinstance(parsed, Parsed)  # it parsed in the first pass
                 sources[i].parsed = parsed
                 outcomes[i] = check_parsed(
                     sources[i].display, relative[i], parsed, rules, self.config, project
                 )
         else:
-            items = [(sources[i].display, relative[i], sources[i].data) for i in todo]
+            items = [
+                (sources[i].display, relative[i], sources[i].data, sources[i].regions) for i in todo
+            ]
             mapped = _map(_second_pass, items, self.options.jobs, rules, self.config, project)
             for i, outcome in zip(todo, mapped, strict=True):
                 outcomes[i] = outcome  # type: ignore[assignment]
@@ -300,8 +330,13 @@ class Auditor:
         project: ProjectIndex,
         result: AuditResult,
     ) -> list[Finding]:
-        """Fix one file until no fixable finding is left; return the findings that remain."""
-        parsed = source.parsed or parse_source(source.display, source.data)
+        """Fix one file until no fixable finding is left; return the findings that remain.
+
+        Fixes are applied to the whole file: the findings of a blanked-out parse have
+        the same positions, and every later pass re-checks the whole file.
+        """
+        parsed = source.parsed if not source.sparse else None
+        parsed = parsed or parse_source(source.display, source.data)
         assert isinstance(parsed, Parsed)
         original = parsed.text
         text = original

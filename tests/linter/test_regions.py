@@ -1,0 +1,88 @@
+"""Blanking out irrelevant top-level definitions before parsing (``engine/regions``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from swacheck.engine.regions import blank_irrelevant_definitions
+from swacheck.triggers import TriggerSet
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+REGION_SAFE = "SWA002,SWA003,SWA006,SWA008"
+
+SOURCE = b"""\
+import torch
+
+@decorator(
+    arg=1,
+)
+def unrelated(x):
+    return x  # nothing here
+
+
+class Buffers:
+    def __init__(self, n):
+        self.out_cache_loc_swa = torch.zeros(n, dtype=torch.int64)
+
+
+def also_unrelated():
+    pass
+LIMIT = 4
+"""
+
+
+def test_irrelevant_definitions_become_empty_lines_and_the_rest_is_kept() -> None:
+    out = blank_irrelevant_definitions(SOURCE, TriggerSet({"swa_", "_swa"}))
+    assert out.count(b"\n") == SOURCE.count(b"\n")
+    kept = [line for line in out.decode().splitlines() if line]
+    assert kept == [
+        "import torch",
+        "class Buffers:",
+        "    def __init__(self, n):",
+        "        self.out_cache_loc_swa = torch.zeros(n, dtype=torch.int64)",
+        "LIMIT = 4",
+    ]
+    # Kept lines sit on their original line numbers.
+    original = SOURCE.decode().splitlines()
+    for row, line in enumerate(out.decode().splitlines()):
+        assert not line or line == original[row]
+
+
+def test_crlf_is_kept_and_nothing_is_blanked_when_everything_matches() -> None:
+    crlf = SOURCE.replace(b"\n", b"\r\n")
+    out = blank_irrelevant_definitions(crlf, TriggerSet({"swa_"}))
+    assert out.count(b"\r\n") == crlf.count(b"\r\n") and b"unrelated" not in out
+    assert blank_irrelevant_definitions(SOURCE, TriggerSet({"def"})) is SOURCE
+
+
+def test_a_file_that_does_not_parse_is_left_whole() -> None:
+    broken = SOURCE + b"def broken(:\n"
+    assert blank_irrelevant_definitions(broken, TriggerSet({"swa_"})) is broken
+
+
+def test_findings_equal_without_prefilter_on_the_examples(swacheck_at) -> None:
+    runner = swacheck_at(EXAMPLES)
+    args = ("audit", ".", "--no-cache", "--select", REGION_SAFE, "--output-format", "json")
+    regions = json.loads(runner(*args).stdout)
+    whole = json.loads(runner(*args, "--no-prefilter").stdout)
+    assert regions == whole
+    assert {f["code"] for f in regions} == set(REGION_SAFE.split(","))
+
+
+def test_syntax_error_in_an_irrelevant_definition_is_still_reported(swacheck, tmp_path) -> None:
+    (tmp_path / "m.py").write_text(
+        "swa_loc = torch.zeros(4, dtype=torch.int32)\n\ndef other(:\n    pass\n"
+    )
+    found = json.loads(swacheck("audit", "--no-cache", "--output-format", "json").stdout)
+    assert [f["code"] for f in found] == ["SWA999"]
+
+
+def test_fix_writes_the_whole_file_not_the_blanked_text(swacheck, tmp_path: Path) -> None:
+    text = SOURCE.decode() + "\n\ndef tail():\n    return 1\n"
+    target = tmp_path / "bufs.py"
+    target.write_text(text)
+    swacheck("audit", "--no-cache", "--fix", "--select", REGION_SAFE)
+    fixed = target.read_text()
+    assert "torch.int32" in fixed and "torch.int64" not in fixed
+    assert fixed == text.replace("torch.int64", "torch.int32")
