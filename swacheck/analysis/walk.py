@@ -21,7 +21,8 @@ Semantics are libcst's, with one documented difference:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import libcst as cst
@@ -75,8 +76,39 @@ def _field_order(node: cst.CSTNode) -> tuple[str, ...]:
         # A field visited only conditionally (``ImportFrom.names`` for ``*``) may be
         # missing from one instance's record: keep it, after the recorded ones.
         rest = [f.name for f in dataclasses.fields(kind) if f.name not in recorder.order]
-        order = _ORDER[kind] = tuple(recorder.order + rest)
+        order = _ORDER[kind] = tuple(
+            name for name in recorder.order + rest if not _is_layout_field(name)
+        )
     return order
+
+
+# Fields that hold only layout nodes (whitespace, brackets, separators) in every libcst
+# node class; not even read. The walker's test against libcst's own traversal would
+# notice a field here that held anything else.
+_LAYOUT_FIELDS = frozenset(
+    {
+        "leading_lines",
+        "lines_after_decorators",
+        "lpar",
+        "rpar",
+        "lbracket",
+        "rbracket",
+        "lbrace",
+        "rbrace",
+        "header",
+        "footer",
+        "trailing_whitespace",
+        "comma",
+        "semicolon",
+        "equal",
+        "dot",
+        "colon",
+    }
+)
+
+
+def _is_layout_field(name: str) -> bool:
+    return name in _LAYOUT_FIELDS or name.startswith("whitespace")
 
 
 # Per value type: 1 a node to visit, 2 a sequence that may hold nodes, 0 anything else
@@ -92,8 +124,37 @@ def _kind(kind: type) -> int:
     return found
 
 
+# While a file is analysed (:func:`memoized_children`), each node's children, by id.
+_MEMO: dict[int, list[cst.CSTNode]] | None = None
+
+
+@contextmanager
+def memoized_children() -> Iterator[None]:
+    """Remember every node's children until the block ends.
+
+    One file's analysis walks (parts of) its tree several times; with the children
+    remembered, every walk after the first is a list traversal. Node ids are stable
+    while the tree is alive, which it is for the whole block.
+    """
+    global _MEMO
+    outer, _MEMO = _MEMO, {} if _MEMO is None else _MEMO
+    try:
+        yield
+    finally:
+        _MEMO = outer
+
+
 def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     """``node``'s children in source order, without layout nodes."""
+    if _MEMO is not None:
+        found = _MEMO.get(id(node))
+        if found is None:
+            found = _MEMO[id(node)] = _children(node)
+        return found
+    return _children(node)
+
+
+def _children(node: cst.CSTNode) -> list[cst.CSTNode]:
     found: list[cst.CSTNode] = []
     order = _ORDER.get(type(node)) or _field_order(node)
     for name in order:

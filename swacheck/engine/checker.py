@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from swacheck.analysis.index import ModuleFacts, ProjectIndex, index_module
 from swacheck.analysis.names import Names
-from swacheck.analysis.walk import walk
+from swacheck.analysis.walk import memoized_children, walk
 from swacheck.config import Config
 from swacheck.context import FileContext
 from swacheck.engine.noqa import suppressions
@@ -34,11 +34,13 @@ def collect_facts(
 ) -> ModuleFacts:
     context = _context(path, parsed, config, ProjectIndex())
     summaries = any(rule.uses_summaries for rule in rules)
-    facts = index_module(context.module, path, positions=context.positions if summaries else None)
-    for rule in rules:
-        collected = rule.collect_facts(context)
-        if collected is not None:
-            facts.rule_facts[rule.code] = collected
+    with memoized_children():
+        positions = context.positions if summaries else None
+        facts = index_module(context.module, path, positions=positions)
+        for rule in rules:
+            collected = rule.collect_facts(context)
+            if collected is not None:
+                facts.rule_facts[rule.code] = collected
     return facts
 
 
@@ -63,20 +65,21 @@ def check_parsed(
     if not active:
         return outcome
     context = _context(path, parsed, config, project)
-    visitors = [rule(context) for rule in active]
-    try:
-        walk(parsed.wrapper.module, visitors)
-    except (Exception, RecursionError):
-        # Find the culprit(s) and keep every other rule's findings.
-        visitors = []
-        for rule in active:
-            single = rule(context)
-            try:
-                walk(parsed.wrapper.module, [single])
-            except (Exception, RecursionError) as exc:
-                outcome.errors.append(_describe(rule, exc))
-                continue
-            visitors.append(single)
+    with memoized_children():
+        visitors = [rule(context) for rule in active]
+        try:
+            walk(parsed.wrapper.module, visitors)
+        except (Exception, RecursionError):
+            # Find the culprit(s) and keep every other rule's findings.
+            visitors = []
+            for rule in active:
+                single = rule(context)
+                try:
+                    walk(parsed.wrapper.module, [single])
+                except (Exception, RecursionError) as exc:
+                    outcome.errors.append(_describe(rule, exc))
+                    continue
+                visitors.append(single)
     noqa = suppressions(parsed.text)
     for visitor in visitors:
         for finding in visitor.findings:

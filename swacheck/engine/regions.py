@@ -4,8 +4,8 @@ The prefilter decides per file; a candidate engine file is often thousands of li
 of which one class mentions SWA. When every rule of the audit is *region-safe*
 (``Rule.region_safe``: its trigger argument holds per top-level definition, not
 just per file), each top-level ``def``/``class`` whose text matches no trigger is
-blanked out before libcst parses the file. Its lines stay as empty lines, so every
-position libcst reports is the position in the real file; every other top-level
+blanked out before libcst parses the file: it becomes a string literal holding only
+its line breaks, so every position libcst reports is the position in the real file; every other top-level
 statement (imports, constants, ``if``/``try`` blocks) is kept as written.
 
 The blocks come from :func:`ast.parse` (CPython's parser, about ten times faster than
@@ -43,8 +43,11 @@ def blank_irrelevant_definitions(data: bytes, triggers: TriggerSet) -> bytes:
         last = node.end_lineno or node.lineno
         if triggers.matches(b"".join(lines[first:last])):
             continue
-        for row in range(first, last):
-            line = lines[row]
-            lines[row] = line[len(line.rstrip(b"\r\n")) :]
+        filler = [line[len(line.rstrip(b"\r\n")) :] for line in lines[first:last]]
+        # One string literal over the same lines: a single node for libcst to build,
+        # where as many blank lines would each become one.
+        filler[0] = b'"""' + filler[0]
+        filler[-1] = b'"""' + filler[-1]
+        lines[first:last] = filler
         blanked = True
     return b"".join(lines) if blanked else data
