@@ -7,6 +7,7 @@ that index, so a rule can follow a helper defined in another file of the same au
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -17,7 +18,7 @@ from pathlib import Path
 from swacheck.analysis.index import ModuleFacts, ProjectIndex
 from swacheck.config import Config
 from swacheck.discovery import Discovery
-from swacheck.engine.cache import ResultCache, project_digest
+from swacheck.engine.cache import ResultCache, facts_digest, project_digest
 from swacheck.engine.checker import CheckOutcome, check_parsed, collect_facts
 from swacheck.engine.fixer import apply_fixes, fixable, write_atomic
 from swacheck.engine.parse import Parsed, parse_source
@@ -26,6 +27,7 @@ from swacheck.engine.regions import blank_irrelevant_definitions
 from swacheck.engine.selection import ignored_for_path, is_ignored
 from swacheck.finding import PARSE_ERROR_CODE, Finding
 from swacheck.rule import Rule
+from swacheck.triggers import TriggerSet
 
 # Below this many files to parse, a process pool costs more than it saves.
 PARALLEL_THRESHOLD = 24
@@ -80,28 +82,25 @@ class _Source:
     display: str
     data: bytes
     relevant: bool = True
-    # What is parsed: ``data``, or ``data`` with irrelevant definitions blanked out.
-    regions: bytes | None = None
     parsed: Parsed | None = None
 
-    @property
-    def sparse(self) -> bool:
-        return self.regions is not None and self.regions is not self.data
 
-
-def _parse(display: str, data: bytes, regions: bytes | None) -> Parsed | Finding:
-    """Parse the blanked-out text if there is one and it parses, else the whole file."""
-    if regions is not None and regions is not data:
-        parsed = parse_source(display, regions)
-        if isinstance(parsed, Parsed):
-            return parsed
+def _parse(display: str, data: bytes, regions: TriggerSet | None) -> Parsed | Finding:
+    """Parse ``data`` with the definitions ``regions`` does not match blanked out, if
+    that parses; else the whole file."""
+    if regions is not None:
+        sparse = blank_irrelevant_definitions(data, regions)
+        if sparse is not data:
+            parsed = parse_source(display, sparse)
+            if isinstance(parsed, Parsed):
+                return dataclasses.replace(parsed, partial=True)
     return parse_source(display, data)
 
 
 def _first_pass(
-    item: tuple[str, bytes, bytes | None], rules: Sequence[type[Rule]], config: Config
+    item: tuple[str, bytes], rules: Sequence[type[Rule]], config: Config, regions: TriggerSet | None
 ) -> ModuleFacts | Finding:
-    display, data, regions = item
+    display, data = item
     parsed = _parse(display, data, regions)
     if isinstance(parsed, Finding):
         return parsed
@@ -109,12 +108,13 @@ def _first_pass(
 
 
 def _second_pass(
-    item: tuple[str, str, bytes, bytes | None],
+    item: tuple[str, str, bytes],
     rules: Sequence[type[Rule]],
     config: Config,
     project: ProjectIndex,
+    regions: TriggerSet | None,
 ) -> CheckOutcome:
-    display, relative, data, regions = item
+    display, relative, data = item
     parsed = _parse(display, data, regions)
     assert not isinstance(parsed, Finding)  # it parsed in the first pass
     return check_parsed(display, relative, parsed, rules, config, project)
@@ -134,6 +134,15 @@ class Auditor:
     def __init__(self, options: AuditOptions) -> None:
         self.options = options
         self.config = options.config
+        # Triggers of the definitions worth parsing, when every rule is region-safe.
+        self.regions: TriggerSet | None = None
+        # Per file, a digest of its first-pass result (kept in the cache beside it).
+        self._fact_digests: dict[str, str] = {}
+
+    @property
+    def _mode(self) -> str:
+        """What the cached facts and findings were computed from."""
+        return "regions" if self.regions is not None else "whole"
 
     def _read(self, paths: Sequence[Path], result: AuditResult) -> list[tuple[Path, bytes]]:
         discovery = Discovery(self.config)
@@ -172,20 +181,14 @@ class Auditor:
         # SWA999 is reported only for files a rule could fire in, so that --no-prefilter
         # (which parses everything, e.g. to measure the prefilter) gives the same findings.
         relevant = Prefilter(rules, self.config)
-        regions = relevant.triggers if self._regions(rules) else None
+        if self.options.prefilter and rules and all(r.region_safe for r in rules):
+            self.regions = relevant.triggers
         sources = []
         for path, data in files:
             is_relevant = relevant.wants(data)
             if is_relevant or not self.options.prefilter:
-                source = _Source(path, _display(path), data, relevant=is_relevant)
-                if regions is not None:
-                    source.regions = blank_irrelevant_definitions(data, regions)
-                sources.append(source)
+                sources.append(_Source(path, _display(path), data, relevant=is_relevant))
         return sources
-
-    def _regions(self, rules: Sequence[type[Rule]]) -> bool:
-        """Whether definitions can be blanked out: prefilter on, every rule region-safe."""
-        return self.options.prefilter and bool(rules) and all(r.region_safe for r in rules)
 
     def _active_rules(
         self, rules: Sequence[type[Rule]], project: ProjectIndex, result: AuditResult
@@ -218,28 +221,29 @@ class Auditor:
         keys: dict[int, str] = {}
         for i, source in enumerate(sources):
             if cache is not None:
-                keys[i] = cache.key("facts", source.data, f"{source.display}\0{source.sparse}")
+                keys[i] = cache.key("facts", source.data, f"{source.display}\0{self._mode}")
                 hit = cache.get(keys[i])
-                if isinstance(hit, ModuleFacts | Finding):
-                    results[i] = hit
+                if isinstance(hit, tuple) and isinstance(hit[0], ModuleFacts | Finding):
+                    results[i], self._fact_digests[source.display] = hit
         todo = [i for i in range(len(sources)) if i not in results]
         if self._serial(len(todo)):
             for i in todo:
-                parsed = _parse(sources[i].display, sources[i].data, sources[i].regions)
+                parsed = _parse(sources[i].display, sources[i].data, self.regions)
                 if isinstance(parsed, Parsed):
                     sources[i].parsed = parsed
                     results[i] = collect_facts(sources[i].display, parsed, rules, self.config)
                 else:
                     results[i] = parsed
         else:
-            items = [(sources[i].display, sources[i].data, sources[i].regions) for i in todo]
-            for i, first in zip(
-                todo, _map(_first_pass, items, self.options.jobs, rules, self.config), strict=True
-            ):
+            items = [(sources[i].display, sources[i].data) for i in todo]
+            mapped = _map(_first_pass, items, self.options.jobs, rules, self.config, self.regions)
+            for i, first in zip(todo, mapped, strict=True):
                 results[i] = first  # type: ignore[assignment]
         if cache is not None:
             for i in todo:
-                cache.put(keys[i], results[i])
+                digest = facts_digest(results[i])
+                self._fact_digests[sources[i].display] = digest
+                cache.put(keys[i], (results[i], digest))
         return [results[i] for i in range(len(sources))]
 
     def _second_pass(
@@ -258,7 +262,7 @@ class Auditor:
                 keys[i] = cache.key(
                     "findings",
                     source.data,
-                    f"{source.display}\0{relative[i]}\0{digest}\0{source.sparse}",
+                    f"{source.display}\0{relative[i]}\0{digest}\0{self._mode}",
                 )
                 hit = cache.get(keys[i])
                 if isinstance(hit, list):
@@ -267,7 +271,7 @@ class Auditor:
         if self._serial(len(todo)) or all(sources[i].parsed is not None for i in todo):
             for i in todo:
                 parsed = sources[i].parsed or _parse(
-                    sources[i].display, sources[i].data, sources[i].regions
+                    sources[i].display, sources[i].data, self.regions
                 )
                 assert isinstance(parsed, Parsed)  # it parsed in the first pass
                 sources[i].parsed = parsed
@@ -275,10 +279,10 @@ class Auditor:
                     sources[i].display, relative[i], parsed, rules, self.config, project
                 )
         else:
-            items = [
-                (sources[i].display, relative[i], sources[i].data, sources[i].regions) for i in todo
-            ]
-            mapped = _map(_second_pass, items, self.options.jobs, rules, self.config, project)
+            items = [(sources[i].display, relative[i], sources[i].data) for i in todo]
+            mapped = _map(
+                _second_pass, items, self.options.jobs, rules, self.config, project, self.regions
+            )
             for i, outcome in zip(todo, mapped, strict=True):
                 outcomes[i] = outcome  # type: ignore[assignment]
         if cache is not None:
@@ -310,7 +314,7 @@ class Auditor:
         result.files_parsed = len(sources)
         project = ProjectIndex(facts)
         active = self._active_rules(rules, project, result)
-        digest = project_digest(facts) if cache is not None else ""
+        digest = project_digest(self._fact_digests) if cache is not None else ""
         outcomes = self._second_pass(checkable, active, project, cache, digest)
 
         for source, outcome in zip(checkable, outcomes, strict=True):
@@ -335,7 +339,7 @@ class Auditor:
         Fixes are applied to the whole file: the findings of a blanked-out parse have
         the same positions, and every later pass re-checks the whole file.
         """
-        parsed = source.parsed if not source.sparse else None
+        parsed = source.parsed if source.parsed and not source.parsed.partial else None
         parsed = parsed or parse_source(source.display, source.data)
         assert isinstance(parsed, Parsed)
         original = parsed.text

@@ -3,7 +3,8 @@
 Two kinds of entry, both keyed by the file's bytes, the effective configuration, the
 swacheck version and source, and the enabled rule set:
 
-- *facts*: the first pass's :class:`ModuleFacts` (or the file's SWA999 finding);
+- *facts*: the first pass's :class:`ModuleFacts` (or the file's SWA999 finding), with
+  its digest;
 - *findings*: the second pass's findings, additionally keyed by the digest of the whole
   project index, since a rule may follow a helper into another file. A change to any
   file that changes its facts therefore re-checks every file; a change that leaves the
@@ -21,7 +22,7 @@ import hashlib
 import os
 import pickle
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -126,7 +127,14 @@ def _canonical(value: Any) -> Any:
     return repr(value)
 
 
-def project_digest(facts: Sequence[Any]) -> str:
-    """A digest of the whole project index, stable across processes and runs."""
-    canonical = tuple(_canonical(item) for item in sorted(facts, key=lambda f: f.path))
-    return hashlib.sha256(repr(canonical).encode()).hexdigest()
+def facts_digest(facts: Any) -> str:
+    """A digest of one file's first-pass result, stable across processes and runs."""
+    return hashlib.sha256(repr(_canonical(facts)).encode()).hexdigest()
+
+
+def project_digest(file_digests: Mapping[str, str]) -> str:
+    """A digest of the whole project index from its files' :func:`facts_digest`."""
+    digest = hashlib.sha256()
+    for path in sorted(file_digests):
+        digest.update(f"{path}\0{file_digests[path]}\n".encode())
+    return digest.hexdigest()

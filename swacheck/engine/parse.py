@@ -14,6 +14,8 @@ from swacheck.finding import PARSE_ERROR_CODE, Finding, Position
 class Parsed:
     wrapper: MetadataWrapper
     text: str
+    # Whether some definitions were blanked out before parsing (``engine.regions``).
+    partial: bool = False
 
 
 def _first_line_error(exc: Exception) -> str:
