@@ -7,12 +7,18 @@ each request densely, and reports the largest logit difference. With
 matches the oracle and the sanitizer (if on) saw nothing, 1 otherwise, 2 on
 usage errors or when the sanitizer is unavailable.
 
+``--tp N`` serves the model tensor-parallel over N ranks, each with its own pools,
+graph runner and sanitizer; rank 0 prints the sanitizer report merged over the ranks
+and the result. Under torchrun the demo joins the launched group; otherwise it
+launches itself through torchrun (gloo on cpu, NCCL with a GPU per rank on cuda).
+
 Also runnable as ``python -m swacheck.reference_impl.demo``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -22,7 +28,10 @@ from typing import TYPE_CHECKING, Any
 from swacheck.reference_impl.bugs import BUG_NAMES
 
 if TYPE_CHECKING:
+    from swacheck.reference_impl.model import ModelConfig
     from swacheck.reference_impl.model_runner import ModelRunner
+    from swacheck.reference_impl.tp import TensorParallel
+    from swacheck.runtime import Sanitizer
 
 _DTYPES = ("float32", "bfloat16", "float16")
 
@@ -48,13 +57,29 @@ def _parser(cuda_available: bool) -> argparse.ArgumentParser:
         help="decode SWA locations: precomputed out_cache_loc_swa (#24138) or translated in "
         "set_kv_buffer (#25824); auto picks translate for capture-without-invalidation",
     )
+    p.add_argument(
+        "--tp",
+        type=int,
+        default=None,
+        metavar="N",
+        help="tensor-parallel degree (default: the torchrun group's size, else 1)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     p.add_argument("--quiet", action="store_true", help="no per-step lines")
     return p
 
 
-def attach_sanitizer(level: str, runner: Any) -> Any | None:
-    """Wrap the runner's pool, backend, graph runner and itself; ``None`` if unavailable."""
+def watch_runner(san: Sanitizer, runner: ModelRunner) -> None:
+    """Watch the runner's pool, backend, graph runner and the runner itself."""
+    san.watch_pool(runner.token_to_kv_pool)
+    san.watch_backend(runner.attn_backend)
+    if runner.graph_runner is not None:
+        san.watch_graph_runner(runner.graph_runner)
+    san.watch_model_runner(runner)
+
+
+def attach_sanitizer(level: str, runner: ModelRunner) -> Sanitizer | None:
+    """A ``log`` sanitizer watching the runner (:func:`watch_runner`); ``None`` if unavailable."""
     try:
         from swacheck.runtime import Sanitizer
     except ImportError as exc:
@@ -62,11 +87,7 @@ def attach_sanitizer(level: str, runner: Any) -> Any | None:
         return None
     try:
         san = Sanitizer(level=level, action="log")
-        san.watch_pool(runner.token_to_kv_pool)
-        san.watch_backend(runner.attn_backend)
-        if runner.graph_runner is not None:
-            san.watch_graph_runner(runner.graph_runner)
-        san.watch_model_runner(runner)
+        watch_runner(san, runner)
     except (AttributeError, TypeError) as exc:
         print(f"swacheck demo: swacheck.runtime lacks the expected API: {exc}", file=sys.stderr)
         return None
@@ -88,8 +109,12 @@ def build_runner(
     graph: bool = True,
     swa_loc: str = "auto",
     inject_bug: str | None = None,
+    tp: TensorParallel | None = None,
+    config: ModelConfig | None = None,
 ) -> ModelRunner:
-    """The demo's model runner (graphs not yet captured, so a sanitizer can watch capture)."""
+    """The demo's model runner (graphs not yet captured, so a sanitizer can watch capture);
+    with ``tp``, this rank's shard of a tensor-parallel run; ``config``: another model
+    shape (default: the demo's)."""
     import torch
 
     if device == "cpu":
@@ -98,13 +123,14 @@ def build_runner(
     from swacheck.reference_impl.model_runner import ModelRunner
 
     return ModelRunner(
-        ModelConfig(),
+        config or ModelConfig(),
         device,
         getattr(torch, dtype),
         seed=seed,
         graph=graph,
         precompute_swa_loc=resolve_swa_loc(swa_loc, inject_bug) == "precomputed",
         inject_bug=inject_bug,
+        tp=tp,
     )
 
 
@@ -116,7 +142,7 @@ def serve(runner: ModelRunner, steps: int, seed: int = 0, quiet: bool = True) ->
 
     start = time.perf_counter()
     runner.capture_graphs()
-    oracle = DenseOracle(runner.model)
+    oracle = DenseOracle(runner.model.unsharded())
     tol = tolerance_for(runner.model.embed.weight.dtype)
     for spec in make_workload(seed, runner.config.vocab_size):
         runner.add_request(spec)
@@ -168,21 +194,34 @@ def serve(runner: ModelRunner, steps: int, seed: int = 0, quiet: bool = True) ->
 def main(argv: list[str] | None = None) -> int:
     import torch
 
+    from swacheck.reference_impl.tp import launched_by_torchrun
+
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = _parser(torch.cuda.is_available()).parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         print("swacheck demo: --device cuda but CUDA is not available", file=sys.stderr)
         return 2
-    if args.steps < 1:
-        print("swacheck demo: --steps must be positive", file=sys.stderr)
+    if args.steps < 1 or (args.tp is not None and args.tp < 1):
+        print("swacheck demo: --steps and --tp must be positive", file=sys.stderr)
         return 2
-    runner = build_runner(
-        args.device,
-        dtype=args.dtype,
-        seed=args.seed,
-        graph=args.graph,
-        swa_loc=args.swa_loc,
-        inject_bug=args.inject_bug,
-    )
+    if launched_by_torchrun():
+        world_size = int(os.environ["WORLD_SIZE"])
+        if args.tp not in (None, world_size):
+            print(
+                f"swacheck demo: --tp {args.tp} but torchrun started {world_size} ranks",
+                file=sys.stderr,
+            )
+            return 2
+        return _serve_rank(args)
+    tp = args.tp or 1
+    if args.device == "cuda" and torch.cuda.device_count() < tp:
+        print(f"swacheck demo: --tp {tp} needs a GPU per rank", file=sys.stderr)
+        return 2
+    if tp > 1:  # become rank 0 .. tp-1 of a local torchrun launch
+        from swacheck.runtime.distributed import torchrun
+
+        return torchrun(["-m", "swacheck.reference_impl.demo", *argv], tp).returncode
+    runner = _build(args, args.device)
     san = None
     if args.sanitize != "off":
         san = attach_sanitizer(args.sanitize, runner)
@@ -193,6 +232,63 @@ def main(argv: list[str] | None = None) -> int:
     if san is not None:
         violations = {str(k): int(v) for k, v in san.report().counts.items()}
         san.close()
+    return _finish(args, stats, violations, print_result=True)
+
+
+def _build(args: argparse.Namespace, device: str, tp: TensorParallel | None = None) -> ModelRunner:
+    return build_runner(
+        device,
+        dtype=args.dtype,
+        seed=args.seed,
+        graph=args.graph,
+        swa_loc=args.swa_loc,
+        inject_bug=args.inject_bug,
+        tp=tp,
+    )
+
+
+def _serve_rank(args: argparse.Namespace) -> int:
+    """One rank of ``--tp N`` under torchrun: serve this rank's shard under its own
+    sanitizer; a failure on any rank ends the run (RankGuard); rank 0 prints."""
+    import torch.distributed as dist
+
+    from swacheck.reference_impl.tp import TensorParallel
+    from swacheck.runtime.distributed import RankGuard, init_from_env
+
+    device = init_from_env(args.device)
+    tp = TensorParallel.from_group()
+    runner = _build(args, str(device), tp)
+    san = None
+    if args.sanitize != "off":
+        san = attach_sanitizer(args.sanitize, runner)
+        if san is None:
+            return 2
+    guard = RankGuard(san, lambda merged: print(merged.to_text())) if san else None
+    with guard or contextlib.nullcontext():
+        stats = serve(runner, args.steps, args.seed, quiet=args.quiet or tp.rank != 0)
+        done = runner.finished + runner.running
+        agree = tp.all_equal(sorted((r.spec.rid, r.output_ids) for r in done))
+    violations: dict[str, int] = {}
+    per_rank: dict[int, dict[str, int]] = {}
+    if guard is not None and san is not None:
+        merged = guard.finish()
+        violations, per_rank = dict(merged.counts), merged.per_rank
+        san.close()
+    if runner.graph_runner is not None:  # captured NCCL work can block the group's teardown
+        runner.graph_runner.graphs.clear()
+    dist.destroy_process_group()
+    extra = {"tp": tp.size, "ranks_agree": agree, "violations_per_rank": per_rank}
+    return _finish(args, stats, violations, print_result=tp.rank == 0, **extra) or int(not agree)
+
+
+def _finish(
+    args: argparse.Namespace,
+    stats: dict[str, Any],
+    violations: dict[str, int],
+    print_result: bool,
+    **extra: Any,
+) -> int:
+    """Print the result (JSON or a summary line); the exit status."""
     result = {
         **{k: v for k, v in stats.items() if k != "step_diffs"},
         "violations": violations,
@@ -203,10 +299,11 @@ def main(argv: list[str] | None = None) -> int:
         "swa_loc": resolve_swa_loc(args.swa_loc, args.inject_bug),
         "dtype": args.dtype,
         "seed": args.seed,
+        **extra,
     }
-    if args.json:
+    if print_result and args.json:
         print(json.dumps(result))
-    else:
+    elif print_result:
         verdict = "DIVERGED from" if result["diverged"] else "matches"
         print(
             f"{result['steps']} decode steps ({result['padded_steps']} padded), "

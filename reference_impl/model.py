@@ -2,7 +2,9 @@
 RMSNorm and a gated MLP; random weights from a seed.
 
 Attention is delegated: the paged path passes the Triton backend, the oracle
-(``oracle.py``) recomputes it densely; everything else is shared code.
+(``oracle.py``) recomputes it densely; everything else is shared code. With a
+tensor-parallel degree above 1 (``tp.py``) the same weights are drawn, then each rank
+keeps its shard of the heads and the MLP.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from torch import Tensor, nn
 
 from swacheck.reference_impl.forward_batch import ForwardBatch, ForwardMode
 from swacheck.reference_impl.tensor_types import Logits, TokenIds
+from swacheck.reference_impl.tp import TensorParallel
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,12 @@ def apply_rope(x: Tensor, positions: TokenIds, theta: float) -> Tensor:
     return (x32 * cos + rotated * sin).to(x.dtype)
 
 
+def _linear(weight: Tensor) -> nn.Linear:
+    layer = nn.Linear(weight.shape[1], weight.shape[0], bias=False)
+    layer.weight = nn.Parameter(weight)
+    return layer
+
+
 class DecoderLayer(nn.Module):
     def __init__(self, config: ModelConfig, layer_id: int) -> None:
         super().__init__()
@@ -73,6 +82,9 @@ class DecoderLayer(nn.Module):
         self.config = c
         self.layer_id = layer_id
         self.is_swa = layer_id in c.swa_layer_ids
+        self.tp = TensorParallel()
+        self.num_heads = c.num_heads  # this rank's heads (all of them until ``shard``)
+        self.num_kv_heads = c.num_kv_heads
         self.input_norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.qkv_proj = nn.Linear(
             c.hidden_size, (c.num_heads + 2 * c.num_kv_heads) * c.head_dim, bias=False
@@ -82,27 +94,41 @@ class DecoderLayer(nn.Module):
         self.gate_up_proj = nn.Linear(c.hidden_size, 2 * c.intermediate_size, bias=False)
         self.down_proj = nn.Linear(c.intermediate_size, c.hidden_size, bias=False)
 
+    def shard(self, tp: TensorParallel) -> None:
+        """Keep this rank's heads and MLP columns: QKV and gate/up split by output, the
+        output and down projections by input (their partial sums meet in ``finish``)."""
+        c, d = self.config, self.config.head_dim
+        self.tp = tp
+        self.num_heads = tp.split(c.num_heads, "num_heads")
+        self.num_kv_heads = tp.split(c.num_kv_heads, "num_kv_heads")
+        q, k, v = self.qkv_proj.weight.data.split(
+            [c.num_heads * d, c.num_kv_heads * d, c.num_kv_heads * d]
+        )
+        self.qkv_proj = _linear(torch.cat([tp.shard(w, 0) for w in (q, k, v)]))
+        self.o_proj = _linear(tp.shard(self.o_proj.weight.data, 1))
+        gate, up = self.gate_up_proj.weight.data.chunk(2)
+        self.gate_up_proj = _linear(torch.cat([tp.shard(gate, 0), tp.shard(up, 0)]))
+        self.down_proj = _linear(tp.shard(self.down_proj.weight.data, 1))
+
     def qkv(self, hidden: Tensor, positions: TokenIds) -> tuple[Tensor, Tensor, Tensor]:
         """Normed input → RoPE'd q ``[t, heads, d]`` and k, v ``[t, kv_heads, d]``."""
-        c = self.config
+        c, d = self.config, self.config.head_dim
         qkv = self.qkv_proj(self.input_norm(hidden))
-        q, k, v = qkv.split(
-            [c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim, c.num_kv_heads * c.head_dim],
-            -1,
-        )
-        q = apply_rope(q.view(-1, c.num_heads, c.head_dim), positions, c.rope_theta)
-        k = apply_rope(k.view(-1, c.num_kv_heads, c.head_dim), positions, c.rope_theta)
+        q, k, v = qkv.split([self.num_heads * d, self.num_kv_heads * d, self.num_kv_heads * d], -1)
+        q = apply_rope(q.view(-1, self.num_heads, d), positions, c.rope_theta)
+        k = apply_rope(k.view(-1, self.num_kv_heads, d), positions, c.rope_theta)
         return (
             q.contiguous(),
             k.contiguous(),
-            v.reshape(-1, c.num_kv_heads, c.head_dim).contiguous(),
+            v.reshape(-1, self.num_kv_heads, d).contiguous(),
         )
 
     def finish(self, hidden: Tensor, attn_out: Tensor) -> Tensor:
-        """Residual around attention, then the gated MLP with its residual."""
-        hidden = hidden + self.o_proj(attn_out.flatten(1))
+        """Residual around attention, then the gated MLP with its residual (each projection
+        back to the hidden size summed over the tensor-parallel ranks)."""
+        hidden = hidden + self.tp.all_reduce(self.o_proj(attn_out.flatten(1)))
         gate, up = self.gate_up_proj(self.post_norm(hidden)).chunk(2, -1)
-        return hidden + self.down_proj(nn.functional.silu(gate) * up)
+        return hidden + self.tp.all_reduce(self.down_proj(nn.functional.silu(gate) * up))
 
     def forward(self, hidden: Tensor, fb: ForwardBatch, backend: AttentionBackend) -> Tensor:
         q, k, v = self.qkv(hidden, fb.positions)
@@ -110,9 +136,13 @@ class DecoderLayer(nn.Module):
 
 
 class TinyHybridModel(nn.Module):
-    def __init__(self, config: ModelConfig, seed: int = 0) -> None:
+    def __init__(
+        self, config: ModelConfig, seed: int = 0, tp: TensorParallel | None = None
+    ) -> None:
         super().__init__()
         self.config = config
+        self.seed = seed
+        self.tp = tp or TensorParallel()
         self.embed = nn.Embedding(config.vocab_size, config.hidden_size)
         self.layers = nn.ModuleList(DecoderLayer(config, i) for i in range(config.num_layers))
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
@@ -125,6 +155,16 @@ class TinyHybridModel(nn.Module):
                 if p.dim() == 2:
                     scale = 1.0 if p is self.embed.weight else p.shape[-1] ** -0.5
                     p.copy_(torch.randn(p.shape, generator=gen) * scale)
+        if self.tp.size > 1:  # drawn whole, then sharded: the ranks hold the dense model's weights
+            for layer in self.layers:
+                layer.shard(self.tp)
+
+    def unsharded(self) -> TinyHybridModel:
+        """The whole model (same seed, device and dtype): what the dense oracle runs."""
+        if self.tp.size == 1:
+            return self
+        weight = self.embed.weight
+        return TinyHybridModel(self.config, self.seed).to(weight.device, weight.dtype)
 
     def logits(self, hidden: Tensor) -> Logits:
         return self.lm_head(self.norm(hidden)).float()

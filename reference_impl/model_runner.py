@@ -1,6 +1,9 @@
 """Model runner: owns model, pools, backend and graph runner; schedules requests
 (admission, chunked prefill, decode, sliding-window eviction, freeing) and
 dispatches every forward (``forward``, SGLang's ``_forward_raw``).
+
+Under tensor parallelism (``tp``) each rank runs its own model runner over its shard:
+its pools hold only its KV heads; scheduling is identical on every rank.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from swacheck.reference_impl.graph_runner import CudaGraphRunner
 from swacheck.reference_impl.model import ModelConfig, TinyHybridModel
 from swacheck.reference_impl.pool import ReqToTokenPool, SWAKVPool
 from swacheck.reference_impl.tensor_types import Logits
+from swacheck.reference_impl.tp import TensorParallel
 from swacheck.reference_impl.workload import RequestSpec
 
 
@@ -70,6 +74,7 @@ class ModelRunner:
         precompute_swa_loc: bool = True,
         num_kv_splits: int | None = None,
         inject_bug: str | None = None,
+        tp: TensorParallel | None = None,
     ) -> None:
         self.config = config
         self.device = torch.device(device)
@@ -80,14 +85,16 @@ class ModelRunner:
         self.precompute_swa_loc = precompute_swa_loc
         self.chunked_prefill_size = chunked_prefill_size
         self.max_running_requests = max_running_requests
-        self.model = TinyHybridModel(config, seed).to(self.device, dtype)
+        self.model = TinyHybridModel(config, seed, tp).to(self.device, dtype)
+        self.tp = self.model.tp
+        layer = self.model.layers[0]  # this rank's heads
         self.req_to_token_pool = ReqToTokenPool(max_running_requests, max_context_len, self.device)
         self.token_to_kv_pool = SWAKVPool(
             full_pool_size,
             swa_pool_size,
             config.swa_layer_ids,
             config.num_layers,
-            config.num_kv_heads,
+            layer.num_kv_heads,
             config.head_dim,
             dtype,
             self.device,
@@ -98,7 +105,7 @@ class ModelRunner:
         self.attn_backend = TritonAttnBackend(
             self.token_to_kv_pool,
             self.req_to_token_pool.req_to_token,
-            config.num_heads,
+            layer.num_heads,
             config.head_dim,
             config.sliding_window,
             num_kv_splits,

@@ -1,9 +1,11 @@
-"""The sanitizer's summary: checks run and violations by kind, as text and JSON."""
+"""The sanitizer's summary: checks run and violations by kind, as text and JSON; for a
+distributed run, the summary merged over the ranks (``distributed.py`` merges)."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 from .violations import KINDS, Violation
 
@@ -20,6 +22,12 @@ class SanitizerReport:
     violations: tuple[Violation, ...] = ()
     # Watched objects by role.
     watched: dict[str, int] = field(default_factory=dict)
+    # Merged over the ranks of a distributed run: how many ranks, each reporting rank's
+    # violations by kind (a rank missing here sent no report), and the error that ended
+    # each rank that failed.
+    world_size: int = 1
+    per_rank: dict[int, dict[str, int]] = field(default_factory=dict)
+    errors: dict[int, str] = field(default_factory=dict)
 
     @property
     def total_violations(self) -> int:
@@ -43,15 +51,34 @@ class SanitizerReport:
             "counts": dict(self.counts),
             "watched": dict(self.watched),
             "details": [v.to_dict() for v in self.violations],
+            "world_size": self.world_size,
+            "per_rank": {str(rank): dict(c) for rank, c in self.per_rank.items()},
+            "errors": {str(rank): e for rank, e in self.errors.items()},
         }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SanitizerReport:
+        """The inverse of :meth:`to_dict`: how a report travels between ranks."""
+        return cls(
+            level=data["level"],
+            action=data["action"],
+            checks=dict(data["checks"]),
+            counts=dict(data["counts"]),
+            violations=tuple(Violation.from_dict(v) for v in data["details"]),
+            watched=dict(data["watched"]),
+            world_size=data.get("world_size", 1),
+            per_rank={int(r): dict(c) for r, c in data.get("per_rank", {}).items()},
+            errors={int(r): e for r, e in data.get("errors", {}).items()},
+        )
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
 
     def summary_line(self) -> str:
         found = ", ".join(f"{k}: {n}" for k, n in self.counts.items() if n)
+        ranks = f", {self.world_size} ranks" if self.world_size > 1 else ""
         return (
-            f"swa-sanitizer ({self.level}): {self.total_checks} checks, "
+            f"swa-sanitizer ({self.level}{ranks}): {self.total_checks} checks, "
             f"{self.total_violations} violations" + (f" ({found})" if found else "")
         )
 
@@ -61,5 +88,14 @@ class SanitizerReport:
             f"  {kind}: {self.checks.get(kind, 0)} checks, {self.counts[kind]} violations"
             for kind in KINDS
         ]
+        if self.world_size > 1:
+            lines += [f"  rank {rank}: {self._rank_line(rank)}" for rank in range(self.world_size)]
         lines += [f"  - {v}" for v in self.violations]
         return "\n".join(lines)
+
+    def _rank_line(self, rank: int) -> str:
+        if rank not in self.per_rank:
+            found = "no report (still inside a collective when the run was aborted)"
+        else:
+            found = ", ".join(f"{k}: {n}" for k, n in self.per_rank[rank].items() if n) or "clean"
+        return found + (f"; ended by {self.errors[rank]}" if rank in self.errors else "")

@@ -10,6 +10,7 @@ import functools
 import os
 import sys
 from dataclasses import dataclass, field
+from typing import Any
 
 UNINVALIDATED_MAPPING_WRITE = "uninvalidated-mapping-write"
 STALE_TRANSLATION = "stale-translation"
@@ -46,18 +47,33 @@ INVARIANT_OF_KIND: dict[str, str] = {
 MAX_VALUES = 8
 
 
+def current_rank() -> int | None:
+    """This process's rank in torch.distributed's default group; ``None`` outside one.
+
+    Looked up in ``sys.modules`` so that recording a violation never imports
+    torch.distributed: a process that never imported it is in no group.
+    """
+    dist = sys.modules.get("torch.distributed")
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return None
+    return int(dist.get_rank())
+
+
 @dataclass(frozen=True)
 class Violation:
-    """What one check concluded when it failed: the kind, where, and the evidence."""
+    """What one check concluded when it failed: the kind, where, and the evidence; in a
+    distributed run also which rank saw it (a tensor-parallel rank has its own pools)."""
 
     kind: str
     message: str
     site: str
     values: tuple[int, ...] = ()
     details: dict[str, object] = field(default_factory=dict)
+    rank: int | None = field(default_factory=current_rank)
 
     def __str__(self) -> str:
-        text = f"{self.kind} ({INVARIANT_OF_KIND[self.kind]}) at {self.site}: {self.message}"
+        where = "" if self.rank is None else f" on rank {self.rank}"
+        text = f"{self.kind} ({INVARIANT_OF_KIND[self.kind]}){where} at {self.site}: {self.message}"
         if self.values:
             text += f" [values: {', '.join(map(str, self.values))}]"
         return text
@@ -70,7 +86,21 @@ class Violation:
             "site": self.site,
             "values": list(self.values),
             "details": {k: str(v) for k, v in self.details.items()},
+            "rank": self.rank,
         }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Violation:
+        """The inverse of :meth:`to_dict` (details come back as strings): how a violation
+        travels between ranks and out of a launched run."""
+        return cls(
+            kind=data["kind"],
+            message=data["message"],
+            site=data["site"],
+            values=tuple(data["values"]),
+            details=dict(data["details"]),
+            rank=data["rank"],
+        )
 
 
 class SWASanitizerError(Exception):
