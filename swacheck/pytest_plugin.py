@@ -9,7 +9,8 @@ fails the test with its kind in the message; the session ends with one summary l
 
 Tensor-parallel code is tested through the ``swa_sanitize_ranks`` fixture: it runs a
 function on N ranks under torchrun, each rank under its own sanitizer at the test's
-level and action, and fails the test on the report merged over the ranks.
+level and action, and fails the test on the report merged over the ranks (a pytest run
+that torchrun starts itself, one session per rank, works too: violations name their rank).
 
 This module is loaded in every pytest session of an environment with swacheck
 installed, so it imports nothing heavy: torch and ``swacheck.runtime`` are imported
