@@ -5,8 +5,9 @@ of which one class mentions SWA. When every rule of the audit is *region-safe*
 (``Rule.region_safe``: its trigger argument holds per top-level definition, not
 just per file), each top-level ``def``/``class`` whose text matches no trigger is
 blanked out before libcst parses the file: it becomes a string literal holding only
-its line breaks, so every position libcst reports is the position in the real file; every other top-level
-statement (imports, constants, ``if``/``try`` blocks) is kept as written.
+its line breaks, so every position libcst reports is the position in the real file;
+every other top-level statement (imports, constants, ``if``/``try`` blocks) is kept
+as written.
 
 The blocks come from :func:`ast.parse` (CPython's parser, about ten times faster than
 libcst's), which doubles as the syntax check: a file it rejects is left whole, so
