@@ -7,7 +7,6 @@ that index, so a rule can follow a helper defined in another file of the same au
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -21,10 +20,10 @@ from swacheck.discovery import Discovery
 from swacheck.engine.cache import ResultCache, facts_digest, project_digest
 from swacheck.engine.checker import CheckOutcome, check_parsed, collect_facts
 from swacheck.engine.fixer import apply_fixes, fixable, write_atomic
-from swacheck.engine.parse import Parsed, parse_source
+from swacheck.engine.parse import Parsed, parse_regions, parse_source
 from swacheck.engine.prefilter import Prefilter
-from swacheck.engine.regions import blank_irrelevant_definitions
 from swacheck.engine.selection import ignored_for_path, is_ignored
+from swacheck.engine.shards import ShardPool
 from swacheck.finding import PARSE_ERROR_CODE, Finding
 from swacheck.rule import Rule
 from swacheck.triggers import TriggerSet
@@ -83,28 +82,8 @@ class _Source:
     data: bytes
     relevant: bool = True
     parsed: Parsed | None = None
-
-
-def _parse(display: str, data: bytes, regions: TriggerSet | None) -> Parsed | Finding:
-    """Parse ``data`` with the definitions ``regions`` does not match blanked out, if
-    that parses; else the whole file."""
-    if regions is not None:
-        sparse = blank_irrelevant_definitions(data, regions)
-        if sparse is not data:
-            parsed = parse_source(display, sparse)
-            if isinstance(parsed, Parsed):
-                return dataclasses.replace(parsed, partial=True)
-    return parse_source(display, data)
-
-
-def _first_pass(
-    item: tuple[str, bytes], rules: Sequence[type[Rule]], config: Config, regions: TriggerSet | None
-) -> ModuleFacts | Finding:
-    display, data = item
-    parsed = _parse(display, data, regions)
-    if isinstance(parsed, Finding):
-        return parsed
-    return collect_facts(display, parsed, rules, config)
+    # Position in the audit's list of sources: the file's key in worker processes.
+    number: int = 0
 
 
 def _second_pass(
@@ -114,8 +93,9 @@ def _second_pass(
     project: ProjectIndex,
     regions: TriggerSet | None,
 ) -> CheckOutcome:
+    """One file's second pass in a worker, for files the first pass took from the cache."""
     display, relative, data = item
-    parsed = _parse(display, data, regions)
+    parsed = parse_regions(display, data, regions)
     assert not isinstance(parsed, Finding)  # it parsed in the first pass
     return check_parsed(display, relative, parsed, rules, config, project)
 
@@ -138,6 +118,8 @@ class Auditor:
         self.regions: TriggerSet | None = None
         # Per file, a digest of its first-pass result (kept in the cache beside it).
         self._fact_digests: dict[str, str] = {}
+        # Worker processes holding parsed trees between the passes (parallel runs).
+        self._shards: ShardPool | None = None
 
     @property
     def _mode(self) -> str:
@@ -187,7 +169,9 @@ class Auditor:
         for path, data in files:
             is_relevant = relevant.wants(data)
             if is_relevant or not self.options.prefilter:
-                sources.append(_Source(path, _display(path), data, relevant=is_relevant))
+                sources.append(
+                    _Source(path, _display(path), data, relevant=is_relevant, number=len(sources))
+                )
         return sources
 
     def _active_rules(
@@ -228,17 +212,18 @@ class Auditor:
         todo = [i for i in range(len(sources)) if i not in results]
         if self._serial(len(todo)):
             for i in todo:
-                parsed = _parse(sources[i].display, sources[i].data, self.regions)
+                parsed = parse_regions(sources[i].display, sources[i].data, self.regions)
                 if isinstance(parsed, Parsed):
                     sources[i].parsed = parsed
                     results[i] = collect_facts(sources[i].display, parsed, rules, self.config)
                 else:
                     results[i] = parsed
         else:
-            items = [(sources[i].display, sources[i].data) for i in todo]
-            mapped = _map(_first_pass, items, self.options.jobs, rules, self.config, self.regions)
-            for i, first in zip(todo, mapped, strict=True):
-                results[i] = first  # type: ignore[assignment]
+            items = [(sources[i].number, sources[i].display, sources[i].data) for i in todo]
+            self._shards = ShardPool(self.options.jobs, items, rules, self.config, self.regions)
+            by_number = self._shards.first_pass()
+            for i in todo:
+                results[i] = by_number[sources[i].number]
         if cache is not None:
             for i in todo:
                 digest = facts_digest(results[i])
@@ -268,9 +253,16 @@ class Auditor:
                 if isinstance(hit, list):
                     outcomes[i] = CheckOutcome(findings=hit)
         todo = [i for i in range(len(sources)) if i not in outcomes]
+        if self._shards is not None:
+            wanted = [(sources[i].number, relative[i]) for i in todo]
+            by_number = self._shards.second_pass(wanted, rules, project)
+            for i in todo:
+                if sources[i].number in by_number:
+                    outcomes[i] = by_number[sources[i].number]
+            todo = [i for i in todo if i not in outcomes]
         if self._serial(len(todo)) or all(sources[i].parsed is not None for i in todo):
             for i in todo:
-                parsed = sources[i].parsed or _parse(
+                parsed = sources[i].parsed or parse_regions(
                     sources[i].display, sources[i].data, self.regions
                 )
                 assert isinstance(parsed, Parsed)  # it parsed in the first pass
@@ -298,6 +290,19 @@ class Auditor:
         sources = self._sources(files, rules)
         del files
         cache = self._cache(rules)
+        try:
+            return self._audit(sources, rules, cache, result)
+        finally:
+            if self._shards is not None:
+                self._shards.close()
+
+    def _audit(
+        self,
+        sources: list[_Source],
+        rules: Sequence[type[Rule]],
+        cache: ResultCache | None,
+        result: AuditResult,
+    ) -> AuditResult:
         firsts = self._first_pass(sources, rules, cache)
 
         facts: list[ModuleFacts] = []

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
+from swacheck.engine.regions import blank_irrelevant_definitions
 from swacheck.finding import PARSE_ERROR_CODE, Finding, Position
+from swacheck.triggers import TriggerSet
 
 
 @dataclass(frozen=True)
@@ -53,3 +56,15 @@ def parse_source(path: str, data: bytes) -> Parsed | Finding:
         end=position,
         noqa_row=None,
     )
+
+
+def parse_regions(path: str, data: bytes, regions: TriggerSet | None) -> Parsed | Finding:
+    """Parse ``data`` with the definitions ``regions`` matches no trigger of blanked out
+    (``engine.regions``), if that parses; else the whole file."""
+    if regions is not None:
+        sparse = blank_irrelevant_definitions(data, regions)
+        if sparse is not data:
+            parsed = parse_source(path, sparse)
+            if isinstance(parsed, Parsed):
+                return dataclasses.replace(parsed, partial=True)
+    return parse_source(path, data)
