@@ -1,14 +1,30 @@
 """Runtime-sanitizer overhead per decode step: eager and CUDA-graph decode, unsanitized vs
 ``fast`` vs ``full``.
 
-For each decode mode and level a fresh model runner (same weights) serves the same
-requests; the sanitizer (if any) watches pool, backend, graph runner and model runner
-from before capture, as ``swacheck demo --sanitize`` does. After prefill and warm-up,
-``--steps`` real scheduler decode steps are timed (allocation, eviction, translation,
-populate/replay or eager forward, sampling).
+For each decode mode one model runner per level (same weights, same requests) is built;
+the sanitizer (if any) watches pool, backend, graph runner and model runner from before
+capture, as ``swacheck demo --sanitize`` does. After prefill and warm-up the runners
+take turns, one real scheduler decode step each (allocation, eviction, translation,
+populate/replay or eager forward, sampling), rotating who goes first, so drift on a
+shared machine hits every level alike; medians over ``--steps`` steps per level, and
+the median of each round's difference to the unsanitized step (``added_ms``), which
+cancels what drift is left.
+
+On CPU (``--device cpu``) the attention kernels default to PyTorch stand-ins
+(``--kernels torch``): the Triton interpreter takes ~0.6 s a step, which would bury the
+sanitizer's host cost, whereas with the stand-ins a step is a few ms of host work like
+the GPU's host-bound step. The graph mode on CPU replays ``run_once`` eagerly over the
+static buffers (the "graph-eager" path); a third CPU mode, ``graph-host``, leaves that
+body out (``run_once`` hands back a static output), which is what a CUDA-graph replay
+costs the host. One intra-op thread on CPU, and steps timed in process CPU time there
+(wall time on a GPU).
+
+Every level's last logits must equal the unsanitized run's bit for bit, and in fp32 the
+unsanitized run is compared with the dense oracle (which vouches for the stand-ins); both
+are in the JSON.
 
     python benchmarks/bench_sanitizer_overhead.py              # on a CUDA device
-    python benchmarks/bench_sanitizer_overhead.py --device cpu --steps 3 --batch 2  # smoke
+    python benchmarks/bench_sanitizer_overhead.py --device cpu # host-overhead proxy
 
 The last stdout line is one JSON object.
 """
@@ -28,6 +44,9 @@ import torch
 # "fast-no-contracts": ``fast`` without the typeguard contracts, to show what they cost.
 LEVELS = ("off", "fast", "full", "fast-no-contracts")
 MODES = ("eager", "graph")
+# CPU only: graph decode with the captured body left out, as a CUDA-graph replay leaves it
+# to the device: the host side of a replay step, where the GPU goal is hardest to meet.
+HOST_MODE = "graph-host"
 
 
 def _runner(device: str, graph: bool, dtype: torch.dtype, layers: int) -> Any:
@@ -52,84 +71,272 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def measure(args: argparse.Namespace, mode: str, level: str) -> dict[str, Any]:
-    from swacheck.reference_impl.forward_batch import ForwardMode
-    from swacheck.reference_impl.workload import RequestSpec
-    from swacheck.runtime import Sanitizer
+# -- PyTorch stand-ins for the decode kernels (CPU host-overhead proxy) -------------------
 
-    runner = _runner(args.device, mode == "graph", getattr(torch, args.dtype), args.layers)
-    san = None
-    if level != "off":
-        san = Sanitizer(
-            level=level.removesuffix("-no-contracts"),
-            action="log",
-            contracts=not level.endswith("-no-contracts"),
+
+def torch_create_kv_indices(
+    req_to_token: torch.Tensor,
+    req_pool_indices: torch.Tensor,
+    kv_start_idx: torch.Tensor,
+    kv_indptr: torch.Tensor,
+    kv_indices: torch.Tensor,
+) -> None:
+    """``create_kv_indices`` in PyTorch (reads the total length: synchronises)."""
+    bs = req_pool_indices.numel()
+    first, total = int(kv_indptr[0]), int(kv_indptr[bs])
+    lens = kv_indptr[1 : bs + 1] - kv_indptr[:bs]
+    rows = torch.repeat_interleave(
+        torch.arange(bs, device=lens.device), lens, output_size=total - first
+    )
+    offsets = torch.arange(first, total, device=lens.device) - kv_indptr[rows] + kv_start_idx[rows]
+    kv_indices[first:total] = req_to_token[req_pool_indices[rows].long(), offsets.long()]
+
+
+def torch_decode_attention_fwd(
+    q: torch.Tensor,
+    k_buffer: torch.Tensor,
+    v_buffer: torch.Tensor,
+    o: torch.Tensor,
+    kv_indptr: torch.Tensor,
+    kv_indices: torch.Tensor,
+    sm_scale: float,
+    num_kv_splits: int = 1,
+) -> None:
+    """``decode_attention_fwd`` in PyTorch: each request over its listed slots."""
+    bs, q_heads, _ = q.shape
+    group = q_heads // k_buffer.shape[1]
+    lens = kv_indptr[1 : bs + 1] - kv_indptr[:bs]
+    span = torch.arange(int(lens.max()), device=q.device)
+    valid = span[None, :] < lens[:, None]
+    where = (kv_indptr[:bs, None] + span).clamp(max=kv_indices.numel() - 1)
+    slots = torch.where(valid, kv_indices[where], 0).long()
+    k = k_buffer[slots].float().repeat_interleave(group, dim=2)  # [bs, len, heads, dim]
+    v = v_buffer[slots].float().repeat_interleave(group, dim=2)
+    scores = torch.einsum("bhd,blhd->bhl", q.float(), k) * sm_scale
+    probs = scores.masked_fill(~valid[:, None, :], float("-inf")).softmax(-1)
+    o.copy_(torch.einsum("bhl,blhd->bhd", probs, v).to(o.dtype))
+
+
+def torch_extend_attention_fwd(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    o: torch.Tensor,
+    k_buffer: torch.Tensor,
+    v_buffer: torch.Tensor,
+    qo_indptr: torch.Tensor,
+    kv_indptr: torch.Tensor,
+    kv_indices: torch.Tensor,
+    prefix_start: torch.Tensor,
+    prefix_lens: torch.Tensor,
+    max_extend_len: int,
+    sm_scale: float,
+    sliding_window: int | None,
+) -> None:
+    """``extend_attention_fwd`` in PyTorch: each request's new tokens over its cached
+    prefix (from the pool) and themselves, causally, within the window if any."""
+    group = q.shape[1] // k.shape[1]
+    for b in range(qo_indptr.numel() - 1):
+        q0, q1 = int(qo_indptr[b]), int(qo_indptr[b + 1])
+        k0, k1 = int(kv_indptr[b]), int(kv_indptr[b + 1])
+        slots = kv_indices[k0:k1].long()
+        keys = torch.cat((k_buffer[slots], k[q0:q1])).float().repeat_interleave(group, dim=1)
+        values = torch.cat((v_buffer[slots], v[q0:q1])).float().repeat_interleave(group, dim=1)
+        first_new = int(prefix_lens[b])
+        key_pos = torch.cat(
+            (
+                int(prefix_start[b]) + torch.arange(k1 - k0, device=q.device),
+                first_new + torch.arange(q1 - q0, device=q.device),
+            )
         )
-        san.watch_pool(runner.token_to_kv_pool)
-        san.watch_backend(runner.attn_backend)
-        if runner.graph_runner is not None:
-            san.watch_graph_runner(runner.graph_runner)
-        san.watch_model_runner(runner)
-    runner.capture_graphs()
-    vocab = runner.config.vocab_size
-    for rid in range(args.batch):
-        prompt = tuple((rid * 7 + i) % vocab for i in range(args.prompt_len))
-        runner.add_request(RequestSpec(rid, prompt, 10**6, 0))
-    while runner.waiting or any(r.prefilled < len(r.spec.prompt) for r in runner.running):
-        runner.step()
-    for _ in range(args.warmup):
-        runner.step()
-    times = []
-    for _ in range(args.steps):
-        _sync(args.device)
-        start = time.perf_counter()
-        out = runner.step()
-        _sync(args.device)
-        times.append((time.perf_counter() - start) * 1e3)
+        dist = (first_new + torch.arange(q1 - q0, device=q.device))[:, None] - key_pos[None, :]
+        keep = dist >= 0
+        if sliding_window is not None:
+            keep &= dist <= sliding_window
+        scores = torch.einsum("qhd,khd->hqk", q[q0:q1].float(), keys) * sm_scale
+        probs = scores.masked_fill(~keep, float("-inf")).softmax(-1)
+        o[q0:q1] = torch.einsum("hqk,khd->qhd", probs, values).to(o.dtype)
+
+
+# The attention backend's kernel entry points and their PyTorch stand-ins.
+TORCH_KERNELS = {
+    "create_kv_indices": torch_create_kv_indices,
+    "decode_attention_fwd": torch_decode_attention_fwd,
+    "extend_attention_fwd": torch_extend_attention_fwd,
+}
+
+
+def use_torch_kernels() -> None:
+    """Point the attention backend at the PyTorch stand-ins (for the rest of the process)."""
+    from swacheck.reference_impl import attention_backend
+
+    for name, kernel in TORCH_KERNELS.items():
+        setattr(attention_backend, name, kernel)
+
+
+def skip_captured_body(runner: Any) -> None:
+    """Make the graph runner's ``run_once`` (the captured body) hand back a static output
+    without computing: what a real replay costs the host, minus the launch."""
+    graph_runner = runner.graph_runner
+    out = torch.zeros(graph_runner.max_bs, runner.config.vocab_size, device=runner.device)
+    graph_runner.run_once = lambda bs: out[:bs]
+
+
+# -- one runner per level --------------------------------------------------------------
+
+
+class Contender:
+    """A model runner decoding ``batch`` requests, watched at ``level`` (or not)."""
+
+    def __init__(self, args: argparse.Namespace, mode: str, level: str) -> None:
+        from swacheck.reference_impl.workload import RequestSpec
+        from swacheck.runtime import Sanitizer
+
+        self.level = level
+        self.runner = _runner(args.device, mode != "eager", getattr(torch, args.dtype), args.layers)
+        if mode == HOST_MODE:
+            skip_captured_body(self.runner)
+        self.san: Sanitizer | None = None
+        if level != "off":
+            self.san = Sanitizer(
+                level=level.removesuffix("-no-contracts"),
+                action="log",
+                contracts=not level.endswith("-no-contracts"),
+            )
+            self.san.watch_pool(self.runner.token_to_kv_pool)
+            self.san.watch_backend(self.runner.attn_backend)
+            if self.runner.graph_runner is not None:
+                self.san.watch_graph_runner(self.runner.graph_runner)
+            self.san.watch_model_runner(self.runner)
+        self.runner.capture_graphs()
+        vocab = self.runner.config.vocab_size
+        for rid in range(args.batch):
+            prompt = tuple((rid * 7 + i) % vocab for i in range(args.prompt_len))
+            self.runner.add_request(RequestSpec(rid, prompt, 10**6, 0))
+        while self.runner.waiting or any(
+            r.prefilled < len(r.spec.prompt) for r in self.runner.running
+        ):
+            self.runner.step()
+        for _ in range(args.warmup):
+            self.runner.step()
+        self.times: list[float] = []
+        self.last: Any = None
+
+    def step(self, device: str) -> None:
+        from swacheck.reference_impl.forward_batch import ForwardMode
+
+        # Wall time on a GPU (waiting for it is part of a step); on CPU this process's CPU
+        # time, which other jobs on a shared machine disturb far less.
+        clock = time.perf_counter if device == "cuda" else time.process_time
+        _sync(device)
+        start = clock()
+        out = self.runner.step()
+        _sync(device)
+        self.times.append((clock() - start) * 1e3)
         assert out is not None and out.mode is ForwardMode.DECODE
-    result: dict[str, Any] = {
-        "median_ms": round(statistics.median(times), 4),
-        "mean_ms": round(statistics.fmean(times), 4),
-    }
-    if san is not None:
-        report = san.report()
-        san.close()
-        result["checks"] = report.total_checks
-        result["violations"] = report.total_violations
-    return result
+        self.last = out
+
+    def oracle_diff(self) -> float:
+        """Largest logit difference of the last step against the dense oracle."""
+        from swacheck.reference_impl.oracle import DenseOracle
+
+        oracle = DenseOracle(self.runner.model)
+        return max(
+            float((oracle.logits(ctx)[-1] - self.last.logits[i]).abs().max())
+            for i, ctx in enumerate(self.last.contexts)
+        )
+
+    def result(self) -> dict[str, Any]:
+        result: dict[str, Any] = {
+            "median_ms": round(statistics.median(self.times), 4),
+            "mean_ms": round(statistics.fmean(self.times), 4),
+        }
+        if self.san is not None:
+            report = self.san.report()
+            self.san.close()
+            result["checks"] = report.total_checks
+            result["violations"] = report.total_violations
+        return result
+
+
+def measure(args: argparse.Namespace, mode: str) -> dict[str, dict[str, Any]]:
+    """Every level's runner, stepping in turn."""
+    contenders = [Contender(args, mode, level) for level in LEVELS]
+    for i in range(args.steps):
+        shift = i % len(contenders)
+        for contender in contenders[shift:] + contenders[:shift]:
+            contender.step(args.device)
+    off = contenders[0]
+    per = {c.level: c.result() for c in contenders}
+    for c in contenders[1:]:
+        # Each round's steps ran back to back: the median of the differences cancels drift.
+        added = [t - t_off for t, t_off in zip(c.times, off.times, strict=True)]
+        per[c.level]["added_ms"] = round(statistics.median(added), 4)
+    if mode == HOST_MODE:
+        return per  # no model output to compare
+    # Sanitizing must change no output bit; in fp32 the run must also match the oracle
+    # (which vouches for the PyTorch stand-in kernels).
+    per["off"]["same_logits_at_every_level"] = all(
+        torch.equal(c.last.logits, off.last.logits) for c in contenders
+    )
+    if args.dtype == "float32":
+        per["off"]["max_abs_diff_vs_oracle"] = off.oracle_diff()
+    return per
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    p.add_argument(
+        "--kernels",
+        choices=("triton", "torch"),
+        default=None,
+        help="attention kernels: Triton (default on cuda) or PyTorch stand-ins (default on cpu; "
+        "they synchronise, so not with CUDA graphs)",
+    )
     p.add_argument("--batch", type=int, default=6, help="requests decoded together (padded to 8)")
     p.add_argument("--prompt-len", type=int, default=32)
-    p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--steps", type=int, default=200, help="timed decode steps per level")
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"))
+    p.add_argument(
+        "--dtype",
+        default=None,
+        choices=("bfloat16", "float16", "float32"),
+        help="model dtype (default: bfloat16 on cuda, float32 on cpu, where bf16 matmuls stray "
+        "from the oracle)",
+    )
     args = p.parse_args(argv)
+    args.dtype = args.dtype or ("bfloat16" if args.device == "cuda" else "float32")
+    kernels = args.kernels or ("triton" if args.device == "cuda" else "torch")
     if args.device == "cuda" and not torch.cuda.is_available():
         print("bench_sanitizer_overhead: needs a CUDA device (or --device cpu)", file=sys.stderr)
         return 2
+    if args.device == "cuda" and kernels == "torch":
+        print("bench_sanitizer_overhead: --kernels torch is for --device cpu", file=sys.stderr)
+        return 2
     if args.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
+        torch.set_num_threads(1)  # tiny ops: threads only add contention on a shared machine
+    if kernels == "torch":
+        use_torch_kernels()
+    modes = MODES if args.device == "cuda" else (*MODES, HOST_MODE)
     per: dict[str, dict[str, Any]] = {}
-    for mode in MODES:
-        per[mode] = {}
-        for level in LEVELS:
-            per[mode][level] = measure(args, mode, level)
-            print(mode, level, per[mode][level], file=sys.stderr, flush=True)
+    for mode in modes:
+        per[mode] = measure(args, mode)
+        for level, figures in per[mode].items():
+            print(mode, level, figures, file=sys.stderr, flush=True)
     overhead = {
         mode: {
             level: round(per[mode][level]["median_ms"] / per[mode]["off"]["median_ms"] - 1, 4)
             for level in LEVELS[1:]
         }
-        for mode in MODES
+        for mode in modes
     }
     result = {
         "benchmark": "sanitizer_overhead_per_decode_step",
         "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
+        "kernels": kernels,
         "torch": torch.__version__,
         "batch": args.batch,
         "layers": args.layers,
@@ -137,7 +344,16 @@ def main(argv: list[str] | None = None) -> int:
         "steps": args.steps,
         "ms_per_step": per,
         "overhead_fraction": overhead,
-        "violations": sum(per[m][lv].get("violations", 0) for m in MODES for lv in LEVELS),
+        "added_ms": {m: {lv: per[m][lv]["added_ms"] for lv in LEVELS[1:]} for m in modes},
+        "violations": sum(per[m][lv].get("violations", 0) for m in modes for lv in LEVELS),
+        "same_logits_at_every_level": all(
+            per[m]["off"]["same_logits_at_every_level"] for m in MODES
+        ),
+        "max_abs_diff_vs_oracle": max(
+            (per[m]["off"].get("max_abs_diff_vs_oracle", 0.0) for m in MODES), default=None
+        )
+        if args.dtype == "float32"
+        else None,
     }
     print(json.dumps(result))
     return 0

@@ -56,12 +56,18 @@ def _tensors(value: object) -> list[torch.Tensor]:
     return []
 
 
-def _changed_slots(now: torch.Tensor, then: torch.Tensor) -> list[int]:
-    """Slots (dim 0) whose bytes differ; compares bits so NaNs in unused slots are equal."""
-    if now.is_contiguous() and then.is_contiguous():
-        now, then = now.view(torch.uint8), then.view(torch.uint8)
-    changed = (now != then).reshape(now.shape[0], -1).any(dim=1)
-    return changed.nonzero().reshape(-1).tolist()
+def _changed_slots(now: torch.Tensor, then: torch.Tensor) -> torch.Tensor:
+    """Per slot (dim 0), whether its bytes differ (on the device); compares bits so NaNs in
+    unused slots are equal, eight bytes at a time where the rows allow."""
+    rows = now.shape[0]
+    width = now.numel() // max(rows, 1)
+    if not (now.is_contiguous() and then.is_contiguous()):
+        return (now != then).reshape(rows, width).any(dim=1)
+    width *= now.element_size()
+    now, then = now.view(torch.uint8).view(rows, width), then.view(torch.uint8).view(rows, width)
+    if width and width % 8 == 0:
+        now, then = now.view(torch.int64), then.view(torch.int64)
+    return (now != then).any(dim=1)
 
 
 @dataclass
@@ -69,11 +75,12 @@ class _PoolSnapshot:
     pool: PoolWatch
     buffers: Sequence[torch.Tensor]
     before: list[torch.Tensor]
-    allowed: set[int]
+    allowed: torch.Tensor  # per slot: one of the batch's real slots, or the sentinel
 
 
 class KVWriteCheck:
-    """One forward's snapshot of every watched pool's SWA KV, and the slots it may write."""
+    """One forward's snapshot of every watched pool's SWA KV, and the slots it may write.
+    Everything stays on the device until one read per pool at the end of the forward."""
 
     def __init__(self, san: Sanitizer, parts: list[_PoolSnapshot]) -> None:
         self.san = san
@@ -89,18 +96,22 @@ class KVWriteCheck:
             buffers = pool.kv_buffers() if pool.kv_buffers else find_swa_kv_buffers(pool.pool)
             if not buffers:
                 continue
+            rows = max(b.shape[0] for b in buffers)
             real = pool.mapping()[locs[0].reshape(-1).long()]
-            allowed = {s for s in real.tolist() if s >= 0} | {SENTINEL_SLOT}
+            allowed = torch.zeros(rows, dtype=torch.bool, device=real.device)
+            # Unmapped (-1) or out-of-range slots allow nothing: point them at the sentinel.
+            allowed[torch.where((real >= 0) & (real < rows), real, SENTINEL_SLOT)] = True
+            allowed[SENTINEL_SLOT] = True
             parts.append(_PoolSnapshot(pool, buffers, [b.clone() for b in buffers], allowed))
         return cls(san, parts) if parts else None
 
     def finish(self) -> None:
         for part in self.parts:
-            self.san.tally(V.SWA_KV_CORRUPTION)
-            written: set[int] = set()
+            self.san.kv_checks += 1
+            written = torch.zeros_like(part.allowed)
             for now, then in zip(part.buffers, part.before, strict=True):
-                written.update(_changed_slots(now, then))
-            extra = sorted(written - part.allowed)
+                written[: now.shape[0]] |= _changed_slots(now, then)
+            extra = (written & ~part.allowed).nonzero().reshape(-1).tolist()
             if extra:
                 self.san.record(
                     V.SWA_KV_CORRUPTION,

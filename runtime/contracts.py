@@ -1,12 +1,37 @@
 """Type contracts: the tensor annotations on a watched object's methods, enforced by
 typeguard while the sanitizer is on.
 
-Annotations are jaxtyping tensor types (``Int32[Tensor, "n"]``); each call of an
-annotated method is checked inside one jaxtyping dimension memo, so a shape named
-``n`` must agree across arguments and result. A failure on an SWA location (an
-argument whose name is one, or a translate method's result) of the wrong dtype is an
-``swa-loc-dtype`` violation; any other failure is a programming error and raises
-typeguard's ``TypeCheckError``.
+Annotations are jaxtyping tensor types (``Int32[Tensor, "n"]``); the values of one call
+are checked inside one jaxtyping dimension memo, so a shape named ``n`` must agree
+across arguments and result. A failure on an SWA location (an argument whose name is
+one, or a translate method's result) of the wrong dtype is an ``swa-loc-dtype``
+violation; any other failure is a programming error and raises typeguard's
+``TypeCheckError``.
+
+What each level checks, and what that costs:
+
+- ``full`` checks every call. A check's outcome depends only on the dtype and shape of
+  each annotated tensor (and on which values are ``None``), so the first
+  ``MAX_SIGNATURES`` passing signatures of each method are remembered and the same
+  signature again is not re-checked: the same guarantee as running typeguard on every
+  call, for the price of building the signature (typeguard and jaxtyping cost some
+  100 µs a call).
+- ``fast`` checks each method's first ``WARMUP_CALLS`` calls; then the contract's
+  wrapper steps aside (the method is called directly, at no cost) and steps back in
+  for one call after every ``SAMPLE_EVERY`` forwards (ends of forwards and capture
+  runs) on average, at random strides from a fixed seed, so that no periodic pattern
+  of the engine lines up with the gaps; a checked call goes through the same
+  signature memo. A contract broken on every call, or on any of the first calls, is
+  caught at once; one broken intermittently, when a sample lands on a breaking call
+  (for a method called ``k`` times a forward, a breaking fraction ``p`` of its calls
+  is caught after about ``SAMPLE_EVERY / p`` forwards, whatever ``k``). The SWA dtype
+  (I3) of what matters most, the translate method's result, ``set_kv_buffer``'s SWA
+  arguments, the batch's SWA locations at every forward and the graph runners' static
+  buffers, is checked by name on every call at both levels, contracts or not.
+
+Contracts are installed over the sanitizer's other wrappers, so that stepping aside
+leaves those in place. A method that someone else wraps while its contract stands
+aside keeps the contract aside (their wrapper is never replaced).
 """
 
 from __future__ import annotations
@@ -20,13 +45,23 @@ import jaxtyping
 import torch
 from typeguard import TypeCheckError, check_type
 
-from .violations import SWASanitizerError
-from .wrapping import public_methods
+from .locations import parameters
+from .wrapping import Wrapped, public_methods
 
 if TYPE_CHECKING:
     from .sanitizer import Sanitizer
 
 RETURN = "return"
+# ``fast``: the first calls of each method are all checked; after that, one call each
+# per this many forwards on average.
+WARMUP_CALLS = 16
+SAMPLE_EVERY = 64
+# Passing signatures remembered per method; later ones are checked every time.
+MAX_SIGNATURES = 64
+
+# A value whose signature cannot stand for it (not a tensor or None): always checked.
+_UNCACHEABLE = object()
+_ABSENT = object()
 
 
 def _is_tensor_hint(hint: object) -> bool:
@@ -51,12 +86,17 @@ def _describe(value: object) -> str:
     return f"a {type(value).__qualname__}"
 
 
-def install_contracts(san: Sanitizer, obj: object) -> None:
+def install_contracts(san: Sanitizer, obj: object) -> list[Contract]:
+    """Wrap each annotated public method of ``obj``; the contracts installed."""
+    installed = []
     for name in public_methods(obj):
         function = inspect.getattr_static(type(obj), name)
         hints = tensor_hints(function)
         if hints:
-            san.patcher.wrap_method(obj, name, _checker(san, name, hints))
+            contract = Contract(san, name, hints)
+            contract.install(obj)
+            installed.append(contract)
+    return installed
 
 
 def _fast_form(hint: object) -> tuple[type, bool] | None:
@@ -71,58 +111,122 @@ def _fast_form(hint: object) -> tuple[type, bool] | None:
     return None
 
 
-def _checker(
-    san: Sanitizer, name: str, hints: dict[str, object]
-) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    swa_result = name in san.config.translate_methods
-    fast_forms = {param: _fast_form(hint) for param, hint in hints.items()}
+def _signature_of(value: object) -> object:
+    """What a contract check of ``value`` depends on (any tensor passes as a ``Tensor``)."""
+    if isinstance(value, torch.Tensor):
+        return (value.dtype, value.shape)
+    if value is None or value is _ABSENT:
+        return value
+    return _UNCACHEABLE
 
-    def make(original: Callable[..., Any]) -> Callable[..., Any]:
-        qualname = getattr(original, "__qualname__", name)
-        params = [
-            (index, p.name)
-            for index, p in enumerate(inspect.signature(original).parameters.values())
-            if p.name in hints
-        ]
 
-        def check(param: str, value: object) -> None:
-            form = fast_forms[param]
-            if form is not None and (isinstance(value, form[0]) or (form[1] and value is None)):
-                return  # the common, passing case; typeguard explains failures below
-            hint = hints[param]
+def _passed(args: tuple[Any, ...], kwargs: dict[str, Any], index: int | None, name: str) -> Any:
+    """The value passed for a parameter, or ``_ABSENT`` (its default is not checked)."""
+    if name in kwargs:
+        return kwargs[name]
+    if index is not None and index < len(args):
+        return args[index]
+    return _ABSENT
+
+
+# Failures of one memo: (parameter, value, annotation, error).
+Failure = tuple[str, object, object, TypeCheckError]
+
+
+@jaxtyping.jaxtyped(typechecker=None)
+def _failures(
+    checks: list[tuple[str, object, object, tuple[type, bool] | None]],
+) -> list[Failure]:
+    """Check ``(parameter, value, annotation, fast form)`` in one dimension memo."""
+    failed: list[Failure] = []
+    for param, value, hint, form in checks:
+        if form is not None and (isinstance(value, form[0]) or (form[1] and value is None)):
+            continue  # the common, passing case; typeguard explains failures
+        try:
+            check_type(value, hint)
+        except TypeCheckError as exc:
+            failed.append((param, value, hint, exc))
+    return failed
+
+
+class Contract:
+    """One annotated method of one watched object."""
+
+    def __init__(self, san: Sanitizer, name: str, hints: dict[str, object]) -> None:
+        self.san = san
+        self.name = name
+        self.hints = hints
+        self.forms = {param: _fast_form(hint) for param, hint in hints.items()}
+        self.swa_result = name in san.config.translate_methods
+        self.passed: set[tuple[object, ...]] = set()
+        self.checked_calls = 0
+        self.qualname = name
+        self.params: list[tuple[int | None, str]] = []
+        self.wrapped: Wrapped | None = None
+
+    def install(self, obj: object) -> None:
+        self.wrapped = self.san.patcher.wrap_method(obj, self.name, self.wrap)
+
+    def wrap(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        self.qualname = getattr(original, "__qualname__", self.name)
+        self.params = [(i, name) for i, name in parameters(original) if name in self.hints]
+        check = self.check_call
+        if self.san.full:
+            return lambda *args, **kwargs: check(original, args, kwargs)
+
+        def sampled(*args: Any, **kwargs: Any) -> Any:
             try:
-                check_type(value, hint)
-            except TypeCheckError as exc:
-                what = "result" if param == RETURN else f"argument {param!r}"
-                message = f"{qualname}: {what} is {_describe(value)}, annotated {hint}"
-                swa_loc = san.names.is_swa(param) or (param == RETURN and swa_result)
-                if swa_loc and isinstance(value, torch.Tensor) and value.dtype != san.swa_dtype:
-                    san.check_dtype(value, f"contract: {message}")
-                    return
-                raise TypeCheckError(message) from exc
+                return check(original, args, kwargs)
+            finally:
+                self.checked_calls += 1
+                if self.checked_calls >= WARMUP_CALLS and self.wrapped is not None:
+                    self.wrapped.step_aside()
 
-        @jaxtyping.jaxtyped(typechecker=None)
-        def in_memo(*args: Any, **kwargs: Any) -> Any:
-            for index, param in params:
-                if param in kwargs:
-                    check(param, kwargs[param])
-                elif index < len(args):
-                    check(param, args[index])
-            result = original(*args, **kwargs)
-            if RETURN in hints:
-                check(RETURN, result)
-            return result
+        return sampled
 
-        def checked(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return in_memo(*args, **kwargs)
-            except SWASanitizerError as exc:
-                # jaxtyping notes "may be due to a typecheck error" on whatever crosses its
-                # scope; a sanitizer violation is not one.
-                notes = getattr(exc, "__notes__", [])
-                notes[:] = [n for n in notes if "jaxtyping" not in n]
-                raise
+    def step_in(self) -> None:
+        """``fast``: check the next call (the wrapper steps aside again after it)."""
+        if self.wrapped is not None:
+            self.wrapped.step_in()
 
-        return checked
+    def check_call(
+        self, original: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        """Arguments before the call (so a bad one never reaches the engine), then arguments
+        and result together; each part skipped when its signature passed before."""
+        values = [(name, _passed(args, kwargs, index, name)) for index, name in self.params]
+        key = tuple(_signature_of(value) for _, value in values)
+        if key not in self.passed and self._check(values):
+            self._remember(key)
+        result = original(*args, **kwargs)
+        if RETURN in self.hints:
+            full_key = (*key, _signature_of(result))
+            if full_key not in self.passed and self._check([*values, (RETURN, result)]):
+                self._remember(full_key)
+        return result
 
-    return make
+    def _remember(self, key: tuple[object, ...]) -> None:
+        if len(self.passed) < MAX_SIGNATURES and _UNCACHEABLE not in key:
+            self.passed.add(key)
+
+    def _check(self, values: list[tuple[str, object]]) -> bool:
+        """Whether every value passed; an SWA location of the wrong dtype is recorded (and
+        raised per the action), any other failure raises ``TypeCheckError``."""
+        hints, forms = self.hints, self.forms
+        failures = _failures(
+            [
+                (param, value, hints[param], forms[param])
+                for param, value in values
+                if value is not _ABSENT
+            ]
+        )
+        san = self.san
+        for param, value, hint, exc in failures:
+            what = "result" if param == RETURN else f"argument {param!r}"
+            message = f"{self.qualname}: {what} is {_describe(value)}, annotated {hint}"
+            swa_loc = san.names.is_swa(param) or (param == RETURN and self.swa_result)
+            if swa_loc and isinstance(value, torch.Tensor) and value.dtype != san.swa_dtype:
+                san.check_dtype(value, f"contract: {message}")
+                continue
+            raise TypeCheckError(message) from exc
+        return not failures

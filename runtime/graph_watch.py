@@ -9,16 +9,15 @@ methods. Each ``run_once`` call inside ``capture`` is one capture run; a runner 
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from . import violations as V
-from .deferred import is_capturing
+from .deferred import DeviceFlags, is_capturing, segment_size
 from .forward_watch import batch_argument
-from .locations import attributes
+from .locations import AttributeScan, argument, parameters
 
 if TYPE_CHECKING:
     from .sanitizer import Sanitizer
@@ -33,9 +32,11 @@ RAW_COUNT_NAMES = ("raw_num_token", "raw_num_tokens", "raw_bs")
 PADDED_COUNT_NAMES = ("num_tokens", "num_token", "padded_bs", "bs")
 # A location buffer is one whose name holds this (DESIGN.md, SWA003).
 LOCATION_WORD = "loc"
+# Padded-tail views kept for reuse (a few per bucket); the cache restarts when full.
+MAX_TAIL_VIEWS = 256
 
 
-def install_graph_runner(san: Sanitizer, runner: object) -> None:
+def install_graph_runner(san: Sanitizer, runner: object) -> GraphRunnerWatch:
     watch = GraphRunnerWatch(san, runner)
     patch = san.patcher.wrap_method
     if callable(getattr(runner, "capture", None)):
@@ -47,6 +48,7 @@ def install_graph_runner(san: Sanitizer, runner: object) -> None:
         patch(owner, POPULATE, watch.wrap_populate(owner))
     if callable(getattr(runner, "replay", None)):
         patch(runner, "replay", watch.wrap_replay)
+    return watch
 
 
 def _run_target(runner: object) -> tuple[object, str] | None:
@@ -76,6 +78,14 @@ class GraphRunnerWatch:
         self.label = type(runner).__qualname__
         self.runs_known = _run_target(runner) is not None
         self._batch_locs_registered = False
+        names = san.names
+        self._swa_buffers = AttributeScan(runner, lambda name, _: names.is_swa(name))
+        # Per populate owner: its location buffers; per buffer, its accumulator segment.
+        self._location_buffers: dict[int, AttributeScan] = {}
+        self._slots: dict[tuple[int, str], tuple[DeviceFlags, int]] = {}
+        # Padded tails as views, by (buffer, raw, padded): the buffers are static, so the
+        # same few views serve every populate (bounded by the buckets' sizes).
+        self._tails: dict[tuple[int, int, int], tuple[torch.Tensor, int, torch.Tensor]] = {}
 
     def wrap_capture(self, original: Callable[..., Any]) -> Callable[..., Any]:
         san = self.san
@@ -121,17 +131,29 @@ class GraphRunnerWatch:
         return run
 
     def wrap_populate(self, owner: object) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        self._location_buffers[id(owner)] = AttributeScan(owner, _is_location_buffer)
+
         def make(original: Callable[..., Any]) -> Callable[..., Any]:
-            try:
-                signature: inspect.Signature | None = inspect.signature(original)
-            except (TypeError, ValueError):
-                signature = None
+            params = parameters(original)
+            raw_params = _named(params, RAW_COUNT_NAMES)
+            padded_params = _named(params, PADDED_COUNT_NAMES)
 
             def populate(*args: Any, **kwargs: Any) -> Any:
                 result = original(*args, **kwargs)
-                self._register_batch_locs()
+                if not self._batch_locs_registered:
+                    self._register_batch_locs()
                 self._check_buffer_dtypes("after populate_from_forward_batch")
-                self._check_padding(owner, signature, args, kwargs)
+                if not is_capturing():
+                    raw = _count(args, kwargs, raw_params, RAW_COUNT_NAMES, owner, self.runner)
+                    if raw is None:
+                        batch = batch_argument(args, kwargs)
+                        locs = self.san.names.batch_locs(batch) if batch is not None else []
+                        raw = locs[0].numel() if locs else None
+                    padded = _count(
+                        args, kwargs, padded_params, PADDED_COUNT_NAMES, owner, self.runner
+                    )
+                    if raw is not None and padded is not None and padded > raw:
+                        self._check_padding(owner, raw, padded)
                 return result
 
             return populate
@@ -142,7 +164,8 @@ class GraphRunnerWatch:
         san = self.san
 
         def replay(*args: Any, **kwargs: Any) -> Any:
-            self._register_batch_locs()
+            if not self._batch_locs_registered:
+                self._register_batch_locs()
             san.begin_forward(batch_argument(args, kwargs))
             try:
                 san.dispatch()
@@ -159,82 +182,107 @@ class GraphRunnerWatch:
 
     def _register_batch_locs(self) -> None:
         """The runner's static location buffers are the batch's locations during replay."""
-        if self._batch_locs_registered:
-            return
         locs = self.san.names.batch_locs(self.runner)
         if locs:
-            self.san.static_batch_locs.extend(locs)
+            self.san.add_static_batch_locs(locs)
             self._batch_locs_registered = True
 
     def _check_buffer_dtypes(self, when: str) -> None:
-        for name, t in self.san.names.swa_tensors(self.runner):
-            self.san.check_dtype(t, f"{self.label}.{name} ({when})")
+        san = self.san
+        for label, _, t in self._swa_buffers.tensors():
+            san.dtype_checks += 1
+            if t.dtype is not san.swa_dtype:
+                san.flag_dtype(t, f"{self.label}.{label} ({when})")
 
-    def _counts(
-        self,
-        owner: object,
-        signature: inspect.Signature | None,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> tuple[int | None, int | None]:
-        bound: dict[str, Any] = {}
-        if signature is not None:
-            try:
-                bound = dict(signature.bind_partial(*args, **kwargs).arguments)
-            except TypeError:
-                bound = {}
-
-        def find(names: tuple[str, ...]) -> int | None:
-            for source in (bound, vars(owner), vars(self.runner)):
-                for name in names:
-                    value = source.get(name)
-                    if isinstance(value, int) and not isinstance(value, bool):
-                        return value
-            return None
-
-        raw = find(RAW_COUNT_NAMES)
-        if raw is None:
-            batch = batch_argument(args, kwargs)
-            locs = self.san.names.batch_locs(batch) if batch is not None else []
-            raw = locs[0].numel() if locs else None
-        return raw, find(PADDED_COUNT_NAMES)
-
-    def _check_padding(
-        self,
-        owner: object,
-        signature: inspect.Signature | None,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> None:
+    def _check_padding(self, owner: object, raw: int, padded: int) -> None:
         """I4: every location buffer's padded tail points at the sentinel slot."""
-        if is_capturing():
-            return
-        raw, padded = self._counts(owner, signature, args, kwargs)
-        if raw is None or padded is None or padded <= raw:
-            return
-        label = type(owner).__qualname__
-        for name, buffer in _location_buffers(owner):
+        san = self.san
+        for label, _, buffer in self._location_buffers[id(owner)].tensors():
             if buffer.numel() < padded:
                 continue
-            tail = buffer.reshape(-1)[raw:padded]
-            self.san.tally(V.PADDING_NOT_ZEROED)
-            if not self.san.full:
-                self.san.flags.add(f"{label}.{name}", V.call_site(), tail.ne(SENTINEL_SLOT).any())
+            tail = self._tail(buffer, raw, padded)
+            san.padding_checks += 1
+            if not san.full:
+                # Slot 0 is the sentinel, so a tail entry off it is simply a non-zero one.
+                flags, segment = self._slot(owner, label, buffer)
+                flags.accumulate(segment, raw, padded, tail)
                 continue
             where = tail.ne(SENTINEL_SLOT).nonzero().reshape(-1)[: V.MAX_VALUES]
             if where.numel():
-                self.san.record(
+                san.record(
                     V.PADDING_NOT_ZEROED,
-                    f"{label}.{name}: padded tail [{raw}:{padded}] holds non-sentinel slots "
-                    f"at positions {[raw + i for i in where.tolist()]}; padded tokens write "
-                    f"their KV there",
+                    f"{type(owner).__qualname__}.{label}: padded tail [{raw}:{padded}] holds "
+                    f"non-sentinel slots at positions {[raw + i for i in where.tolist()]}; "
+                    f"padded tokens write their KV there",
                     values=tail[where].tolist(),
                 )
 
+    def bookkeeping(self) -> dict[str, int]:
+        """Sizes of what this watch keeps (see ``Sanitizer.bookkeeping``)."""
+        scans = [self._swa_buffers, *self._location_buffers.values()]
+        return {
+            "scan_snapshot_values": sum(scan.snapshot_size() for scan in scans),
+            "flag_slot_handles": len(self._slots),
+            "tail_views": len(self._tails),
+        }
 
-def _location_buffers(runner: object) -> list[tuple[str, torch.Tensor]]:
-    return [
-        (label, value)
-        for label, name, value in attributes(runner)
-        if isinstance(value, torch.Tensor) and LOCATION_WORD in name and value.dim() >= 1
-    ]
+    def _tail(self, buffer: torch.Tensor, raw: int, padded: int) -> torch.Tensor:
+        """``buffer``'s flattened elements ``[raw:padded]``, a view cached while the buffer
+        keeps its memory (a non-contiguous buffer's flattening is a copy: never cached)."""
+        key = (id(buffer), raw, padded)
+        found = self._tails.get(key)
+        if found is not None and found[0] is buffer and found[1] == buffer.data_ptr():
+            return found[2]
+        if buffer.dim() == 1:
+            tail = buffer[raw:padded]
+        elif buffer.is_contiguous():
+            tail = buffer.view(-1)[raw:padded]
+        else:
+            return buffer.reshape(-1)[raw:padded]
+        if len(self._tails) >= MAX_TAIL_VIEWS:
+            self._tails.clear()
+        self._tails[key] = (buffer, buffer.data_ptr(), tail)
+        return tail
+
+    def _slot(self, owner: object, label: str, buffer: torch.Tensor) -> tuple[DeviceFlags, int]:
+        key = (id(owner), label)
+        slot = self._slots.get(key)
+        if slot is None or slot[0].device != buffer.device or segment_size(slot) < buffer.numel():
+            slot = self._slots[key] = self.san.flags.slot(
+                f"{type(owner).__qualname__}.{label}", buffer, V.call_site
+            )
+        return slot
+
+
+def _is_location_buffer(name: str, value: torch.Tensor) -> bool:
+    return LOCATION_WORD in name and value.dim() >= 1
+
+
+def _named(
+    params: list[tuple[int | None, str]], names: tuple[str, ...]
+) -> list[tuple[int | None, str]]:
+    """The parameters among ``params`` called one of ``names``, in the order of ``names``."""
+    by_name = dict((name, index) for index, name in params)
+    return [(by_name[name], name) for name in names if name in by_name]
+
+
+def _count(
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    params: list[tuple[int | None, str]],
+    names: tuple[str, ...],
+    owner: object,
+    runner: object,
+) -> int | None:
+    """The first of ``names`` that holds an int: populate's arguments, then attributes it
+    left on the owner, then on the runner."""
+    for index, name in params:
+        value = argument(args, kwargs, index, name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    for source in (vars(owner), vars(runner)):
+        for name in names:
+            value = source.get(name)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+    return None

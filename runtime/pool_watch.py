@@ -5,6 +5,10 @@ A cache hit is recognised from the outside: the translate method returned the ve
 tensor object of the live entry, not written since. Everything else is a miss,
 which records a new entry. That needs no knowledge of the pool's cache fields, so a
 foreign pool is checked exactly like the reference one.
+
+The wrappers run on every translation and every allocator call, so everything fixed
+per pool (names, labels, the mapping's storage reference) is worked out once, checks
+are counted in plain integers, and messages are only built for a violation.
 """
 
 from __future__ import annotations
@@ -17,8 +21,8 @@ import torch
 
 from . import violations as V
 from .deferred import is_capturing
-from .locations import argument, overlaps
-from .model import CacheEntry, ScopeKind, TensorIdentity, tensor_version
+from .locations import starts_in
+from .model import CacheEntry, ScopeKind, TensorIdentity, caller, tensor_version
 from .roles import first_present
 from .wrapping import Patcher, public_methods
 
@@ -27,6 +31,12 @@ if TYPE_CHECKING:
 
 # Methods with their own wrappers; every other public method is wrapped as a possible mutator.
 SET_KV_BUFFER = "set_kv_buffer"
+
+# The kind a scope's start checks for, by scope kind (I6, I5).
+SCOPE_START_KIND = {
+    ScopeKind.FORWARD: V.FORWARD_WITHOUT_INVALIDATION,
+    ScopeKind.CAPTURE_RUN: V.CAPTURE_CACHE_POLLUTION,
+}
 
 
 def _first_mismatches(
@@ -55,6 +65,11 @@ class PoolWatch:
         self.kv_buffers = kv_buffers
         self.entry: CacheEntry | None = None
         self._kv_depth = 0
+        self._translate_name = config.translate_methods[0]
+        self._invalidate_name = config.invalidate_methods[0]
+        # The last mapping tensor seen and its identity then (see ``_mapping_identity``).
+        self._mapping_seen: weakref.ref[torch.Tensor] | None = None
+        self._mapping_known: TensorIdentity | None = None
 
     # -- installation -------------------------------------------------------------------
 
@@ -76,17 +91,70 @@ class PoolWatch:
     def mapping(self) -> torch.Tensor:
         return getattr(self.pool, self.mapping_attr)
 
+    def _mapping_identity(self) -> TensorIdentity:
+        """The mapping as it is now, reusing what holds still: while the pool keeps the same
+        tensor at the same address its storage is the same (a storage it is given, by
+        ``set_`` or ``.data =``, was allocated while the old one was alive), and while its
+        version holds too, so does the whole identity (one write per decode step, several
+        translations)."""
+        mapping = self.mapping()
+        known = self._mapping_known
+        if known is None or self._mapping_seen is None or self._mapping_seen() is not mapping:
+            self._mapping_seen = weakref.ref(mapping)
+            known = TensorIdentity.of(mapping)
+        elif known.data_ptr != mapping.data_ptr():
+            known = TensorIdentity.of(mapping)
+        elif known.version != tensor_version(mapping):
+            known = TensorIdentity.of(mapping, known.storage)
+        self._mapping_known = known
+        return known
+
     # -- wrappers -----------------------------------------------------------------------
 
     def _wrap_translate(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        san = self.san
+        pools = san.pools
+        is_tensor = torch.Tensor
+
         def translate(kv_indices: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-            san = self.san
-            san.before_translate()
-            fresh = self._is_fresh(kv_indices)
-            self._check_key_change(kv_indices, fresh)
+            # Earlier writes outside watched calls (I1), then the scope-start checks (I5/I6)
+            # if this is the scope's first cache access. Inlined, like the rest: every
+            # translation passes here.
+            for pool in pools:
+                entry = pool.entry
+                if entry is not None and not entry.invalidated:
+                    pool.check_mapping_write(None)
+            scope = san.scope
+            if scope.active and not scope.dispatched:
+                san.dispatch()
+                scope = san.scope
+            # A translation of something other than the batch's own locations (I7).
+            fresh = not self._kv_depth and not starts_in(
+                kv_indices, scope.batch_spans + san.static_batch_spans
+            )
+            entry = self.entry
+            if entry is not None and not entry.invalidated and scope.active:
+                self._check_key_change(entry, kv_indices, fresh)
             result = original(kv_indices, *args, **kwargs)
-            if isinstance(result, torch.Tensor):
-                self._after_translate(kv_indices, result, fresh)
+            if isinstance(result, is_tensor):
+                # The same live result object again is a hit (I2); anything else a new entry.
+                entry = self.entry
+                san.stale_checks += 1
+                if entry is not None and entry.serves(result):
+                    self._check_hit(entry, kv_indices, result)
+                else:
+                    self.entry = CacheEntry(
+                        key=TensorIdentity.of(kv_indices),
+                        mapping=self._mapping_identity(),
+                        result=weakref.ref(result),
+                        result_version=tensor_version(result),
+                        fresh=fresh,
+                        scope_id=san.scope.scope_id,
+                        site=caller(),
+                    )
+                san.dtype_checks += 1
+                if result.dtype is not san.swa_dtype:
+                    san.flag_dtype(result, f"{self.label}.{self._translate_name}() output")
             return result
 
         return translate
@@ -101,13 +169,22 @@ class PoolWatch:
         return invalidate
 
     def _wrap_set_kv_buffer(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        swa_params = self.san.names.swa_params(original)
+        san = self.san
+        swa_params = san.names.swa_params(original)
+        label = self.label
 
         def set_kv_buffer(*args: Any, **kwargs: Any) -> Any:
             for index, name in swa_params:
-                value = argument(args, kwargs, index, name)
+                if name in kwargs:
+                    value = kwargs[name]
+                elif index is not None and index < len(args):
+                    value = args[index]
+                else:
+                    continue
                 if isinstance(value, torch.Tensor):
-                    self.san.check_dtype(value, f"{self.label}.set_kv_buffer({name}=...)")
+                    san.dtype_checks += 1
+                    if value.dtype is not san.swa_dtype:
+                        san.flag_dtype(value, f"{label}.set_kv_buffer({name}=...)")
             self._kv_depth += 1
             try:
                 return original(*args, **kwargs)
@@ -118,26 +195,14 @@ class PoolWatch:
 
     # -- checks -------------------------------------------------------------------------
 
-    def _is_fresh(self, kv: torch.Tensor) -> bool:
-        """A translation of something other than the batch's own locations (I7)."""
-        if self._kv_depth:
-            return False
-        san = self.san
-        return not any(overlaps(kv, loc) for loc in (*san.scope.batch_locs, *san.static_batch_locs))
-
-    def live_entry(self) -> CacheEntry | None:
-        entry = self.entry
-        return entry if entry is not None and entry.live else None
-
-    def _check_key_change(self, kv: torch.Tensor, fresh: bool) -> None:
+    def _check_key_change(self, entry: CacheEntry, kv: torch.Tensor, fresh: bool) -> None:
         """I7: within one forward, another tensor is translated without an invalidation
         in between and one side is a freshly computed tensor (a fresh tensor freed and its
-        address reused is the case where the pool would even hit)."""
+        address reused is the case where the pool would even hit). ``entry`` is live."""
         san = self.san
-        entry = self.live_entry()
-        if not san.scope.active or entry is None or entry.scope_id != san.scope.scope_id:
+        if entry.scope_id != san.scope.scope_id:
             return
-        san.tally(V.UNFLUSHED_FRESH_TRANSLATION)
+        san.fresh_checks += 1
         if not (fresh or entry.fresh) or entry.key.difference(kv) is None:
             return  # batch locations may change key; the same tensor again is a plain hit
         entry.reported.add(V.UNFLUSHED_FRESH_TRANSLATION)
@@ -147,27 +212,9 @@ class PoolWatch:
             V.UNFLUSHED_FRESH_TRANSLATION,
             f"{self.label}: translating {what} ({kv.numel()} indices) while {before} "
             f"translation cached at {entry.site} is still live; bracket fresh translations "
-            f"with {san.config.invalidate_methods[0]}() before and after",
+            f"with {self._invalidate_name}() before and after",
             values=_head(kv),
         )
-
-    def _after_translate(self, kv: torch.Tensor, result: torch.Tensor, fresh: bool) -> None:
-        san = self.san
-        entry = self.entry
-        san.tally(V.STALE_TRANSLATION)
-        if entry is not None and entry.serves(result):
-            self._check_hit(entry, kv, result)
-        else:
-            self.entry = CacheEntry(
-                key=TensorIdentity.of(kv),
-                mapping=TensorIdentity.of(self.mapping()),
-                result=weakref.ref(result),
-                result_version=tensor_version(result),
-                fresh=fresh,
-                scope_id=san.scope.scope_id,
-                site=V.call_site(),
-            )
-        san.check_dtype(result, f"{self.label}.{san.config.translate_methods[0]}() output")
 
     def _check_hit(self, entry: CacheEntry, kv: torch.Tensor, result: torch.Tensor) -> None:
         san = self.san
@@ -209,47 +256,54 @@ class PoolWatch:
             values=got,
         )
 
-    def check_mapping_write(self, during: str) -> None:
-        """I1: the mapping moved under a live cached translation with no invalidation."""
-        entry = self.live_entry()
-        if entry is None or V.UNINVALIDATED_MAPPING_WRITE in entry.reported:
+    def check_mapping_write(self, method: str | None) -> None:
+        """I1: the mapping moved under a live cached translation with no invalidation, during
+        the watched ``method`` (``None``: outside any watched call)."""
+        entry = self.entry
+        if entry is None or entry.invalidated or V.UNINVALIDATED_MAPPING_WRITE in entry.reported:
             return
-        self.san.tally(V.UNINVALIDATED_MAPPING_WRITE)
+        self.san.mapping_checks += 1
         reason = entry.mapping.difference(self.mapping())
         if reason is None:
             return
         entry.reported.add(V.UNINVALIDATED_MAPPING_WRITE)
+        during = "outside any watched call" if method is None else f"during {method}()"
         self.san.record(
             V.UNINVALIDATED_MAPPING_WRITE,
             f"{self.label}.{self.mapping_attr} changed ({reason}) {during} while the translation "
-            f"cached at {entry.site} was live, and no "
-            f"{self.san.config.invalidate_methods[0]}() followed",
+            f"cached at {entry.site} was live, and no {self._invalidate_name}() followed",
         )
 
     def check_scope_start(self, kind: ScopeKind, scope_id: int) -> None:
         """I5/I6: a capture run or a forward must begin with no entry from before it."""
-        entry = self.live_entry()
-        kinds = {
-            ScopeKind.FORWARD: V.FORWARD_WITHOUT_INVALIDATION,
-            ScopeKind.CAPTURE_RUN: V.CAPTURE_CACHE_POLLUTION,
-        }
-        kind_name = kinds[kind]
-        self.san.tally(kind_name)
-        if entry is None or entry.scope_id == scope_id or kind_name in entry.reported:
+        kind_name = SCOPE_START_KIND[kind]
+        if kind is ScopeKind.FORWARD:
+            self.san.forward_start_checks += 1
+        else:
+            self.san.capture_start_checks += 1
+        entry = self.entry
+        if (
+            entry is None
+            or entry.invalidated
+            or entry.scope_id == scope_id
+            or kind_name in entry.reported
+        ):
             return
         entry.reported.add(kind_name)
         what = "a graph capture/warm-up run" if kind is ScopeKind.CAPTURE_RUN else "a forward"
         self.san.record(
             kind_name,
             f"{self.label}: {what} started with the translation cached at {entry.site} still "
-            f"live; {self.san.config.invalidate_methods[0]}() must run first",
+            f"live; {self._invalidate_name}() must run first",
             values=_head_of(entry),
         )
 
     def check_scope_end(self) -> None:
         """I7: a fresh tensor's translation must not outlive its bracket."""
-        entry = self.live_entry()
-        if entry is None or not entry.fresh or entry.scope_id != self.san.scope.scope_id:
+        entry = self.entry
+        if entry is None or entry.invalidated or not entry.fresh:
+            return
+        if entry.scope_id != self.san.scope.scope_id:
             return
         if V.UNFLUSHED_FRESH_TRANSLATION in entry.reported:
             return

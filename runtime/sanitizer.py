@@ -4,11 +4,16 @@ Watchers (``pool_watch``, ``graph_watch``, ``forward_watch``) wrap methods and r
 events here; this class owns the state they share (which forward or capture run is
 in progress, which pools exist) and turns failed checks into violations according
 to the action.
+
+Checks run are counted in one plain integer per kind (``*_checks``), folded into the
+report's per-kind dictionary only when a report is made: the hot path never touches
+a ``Counter``.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -20,12 +25,12 @@ from swacheck.config import Config
 
 from . import violations as V
 from .consequence import KVWriteCheck
-from .contracts import install_contracts
+from .contracts import SAMPLE_EVERY, Contract, install_contracts
 from .deferred import DeferredFlags, FlagSource, is_capturing
 from .forward_watch import install_backend, install_model_runner
-from .graph_watch import install_graph_runner
-from .locations import LocationNames
-from .model import Role, Scope, ScopeKind, Watched
+from .graph_watch import GraphRunnerWatch, install_graph_runner
+from .locations import LocationNames, Span, span
+from .model import IDLE, Role, Scope, ScopeKind, Watched, site_codes
 from .pool_watch import PoolWatch
 from .report import SanitizerReport
 from .roles import detect_role
@@ -72,19 +77,36 @@ class Sanitizer:
         self.contracts = contracts
         self.patcher = Patcher()
         self.pools: list[PoolWatch] = []
+        self.graph_watches: list[GraphRunnerWatch] = []
+        self.installed_contracts: list[Contract] = []
         self.watched: dict[int, tuple[object, Watched]] = {}
-        self.checks: Counter[str] = Counter()
+        # Checks run, one counter per kind (see ``checks``).
+        self.mapping_checks = 0
+        self.stale_checks = 0
+        self.dtype_checks = 0
+        self.padding_checks = 0
+        self.capture_start_checks = 0
+        self.forward_start_checks = 0
+        self.fresh_checks = 0
+        self.kv_checks = 0
         self.counts: Counter[str] = Counter()
         self.violations: list[V.Violation] = []
-        # Violations not turned into an exception (``log``, or found at report time).
+        # Violations not turned into an exception (``log``, or found at report time); the
+        # first ``MAX_KEPT`` of each kind, like ``violations``.
         self.unraised: list[V.Violation] = []
         self.flags = DeferredFlags()
-        self.scope = Scope()
+        self.scope = IDLE
         self._scope_ids = 0
+        # ``fast``: forwards until the contracts check one call each again (contracts.py),
+        # at random strides from a fixed seed.
+        self.rng = random.Random(0)
+        self._until_contract_sample = self._contract_stride()
         self._mutator_depth = 0
         self._capture_depth = 0
-        # Graph runners' static location buffers: the batch's locations whenever they are used.
+        # Graph runners' static location buffers: the batch's locations whenever they are used
+        # (held, so that their spans stay theirs).
         self.static_batch_locs: list[torch.Tensor] = []
+        self.static_batch_spans: tuple[Span, ...] = ()
         self._kv_check: KVWriteCheck | None = None
         self._dtype_flagged: WeakIdKeyDictionary = WeakIdKeyDictionary()
         self._closed = False
@@ -121,32 +143,32 @@ class Sanitizer:
         if not self._register(pool, Role.POOL):
             return
         watch = PoolWatch(self, pool, self._label(pool), kv_buffers)
-        self._install_contracts(pool)
         watch.install(self.patcher)
         self.pools.append(watch)
+        self._install_contracts(pool)
 
     def watch_allocator(self, allocator: object) -> None:
         """Watch an object that writes the mapping without owning the cache (I1 at exits)."""
         if not self._register(allocator, Role.ALLOCATOR):
             return
-        self._install_contracts(allocator)
         for name in public_methods(allocator):
             self.patcher.wrap_method(allocator, name, self.wrap_mutator)
+        self._install_contracts(allocator)
 
     def watch_backend(self, backend: object) -> None:
         if self._register(backend, Role.BACKEND):
-            self._install_contracts(backend)
             install_backend(self, backend)
+            self._install_contracts(backend)
 
     def watch_graph_runner(self, runner: object) -> None:
         if self._register(runner, Role.GRAPH_RUNNER):
+            self.graph_watches.append(install_graph_runner(self, runner))
             self._install_contracts(runner)
-            install_graph_runner(self, runner)
 
     def watch_model_runner(self, runner: object) -> None:
         if self._register(runner, Role.MODEL_RUNNER):
-            self._install_contracts(runner)
             install_model_runner(self, runner)
+            self._install_contracts(runner)
 
     def watch_class(self, cls: type) -> None:
         """Watch every instance of ``cls`` constructed from now until :meth:`close`."""
@@ -169,13 +191,26 @@ class Sanitizer:
         return type(obj).__qualname__
 
     def _install_contracts(self, obj: object) -> None:
+        """Over the role's wrappers, so that a ``fast`` contract can step aside alone."""
         if self.contracts:
-            install_contracts(self, obj)
+            self.installed_contracts += install_contracts(self, obj)
 
     # -- outcomes -----------------------------------------------------------------------
 
-    def tally(self, kind: str) -> None:
-        self.checks[kind] += 1
+    @property
+    def checks(self) -> dict[str, int]:
+        """Checks run so far by the kind each guards against (kinds never checked left out)."""
+        counted = {
+            V.UNINVALIDATED_MAPPING_WRITE: self.mapping_checks,
+            V.STALE_TRANSLATION: self.stale_checks,
+            V.SWA_LOC_DTYPE: self.dtype_checks,
+            V.PADDING_NOT_ZEROED: self.padding_checks,
+            V.CAPTURE_CACHE_POLLUTION: self.capture_start_checks,
+            V.FORWARD_WITHOUT_INVALIDATION: self.forward_start_checks,
+            V.UNFLUSHED_FRESH_TRANSLATION: self.fresh_checks,
+            V.SWA_KV_CORRUPTION: self.kv_checks,
+        }
+        return {kind: n for kind, n in counted.items() if n}
 
     def record(
         self,
@@ -190,21 +225,29 @@ class Sanitizer:
         violations (found at report time) are never raised there."""
         violation = V.Violation(kind, message, site or V.call_site(), tuple(values)[: V.MAX_VALUES])
         self.counts[kind] += 1
-        if self.counts[kind] <= MAX_KEPT:
+        seen = self.counts[kind]
+        if seen <= MAX_KEPT:
             self.violations.append(violation)
         if self.action == "raise" and not deferred:
             raise V.ERROR_BY_KIND[kind](violation)
-        self.unraised.append(violation)
-        if self.counts[kind] <= MAX_LOGGED:
+        if seen <= MAX_KEPT:
+            self.unraised.append(violation)
+        if seen <= MAX_LOGGED:
             logger.warning("%s", violation)
-        elif self.counts[kind] == MAX_LOGGED + 1:
+        elif seen == MAX_LOGGED + 1:
             logger.warning("%s: further violations are counted, not logged", kind)
 
     def check_dtype(self, t: torch.Tensor, what: str) -> None:
-        """I3: an SWA-space location tensor must have the configured dtype. Each offending
-        tensor is reported once, however many checks (contract, buffer, argument) see it."""
-        self.tally(V.SWA_LOC_DTYPE)
-        if t.dtype != self.swa_dtype and t not in self._dtype_flagged:
+        """I3: an SWA-space location tensor must have the configured dtype."""
+        self.dtype_checks += 1
+        if t.dtype is not self.swa_dtype:
+            self.flag_dtype(t, what)
+
+    def flag_dtype(self, t: torch.Tensor, what: str) -> None:
+        """An SWA-space location tensor of the wrong dtype (already counted as checked).
+        Each offending tensor is reported once, however many checks (contract, buffer,
+        argument) see it."""
+        if t not in self._dtype_flagged:
             self._dtype_flagged[t] = True
             self.record(
                 V.SWA_LOC_DTYPE,
@@ -217,6 +260,7 @@ class Sanitizer:
         """Any public method of a pool or allocator: at the end of the outermost such call,
         the mapping must not have moved under a live cached translation."""
         name = getattr(original, "__qualname__", getattr(original, "__name__", "?"))
+        pools = self.pools
 
         def mutator(*args: Any, **kwargs: Any) -> Any:
             self._mutator_depth += 1
@@ -224,26 +268,36 @@ class Sanitizer:
                 result = original(*args, **kwargs)
             finally:
                 self._mutator_depth -= 1
-            if self._mutator_depth == 0:
-                for pool in self.pools:
-                    pool.check_mapping_write(f"during {name}()")
+            if not self._mutator_depth:
+                for pool in pools:
+                    entry = pool.entry
+                    if entry is not None and not entry.invalidated:
+                        pool.check_mapping_write(name)
             return result
 
         return mutator
 
     # -- scopes (forwards and capture runs) ---------------------------------------------
 
-    def _new_scope(self, kind: ScopeKind, depth: int, batch: object | None = None) -> None:
+    def _new_scope(
+        self, kind: ScopeKind, depth: int, batch: object | None = None, check: bool = False
+    ) -> None:
+        """Open a scope; ``check``: the batch's SWA locations must have the SWA dtype (I3)."""
         self._scope_ids += 1
-        locs = self.names.batch_locs(batch) if batch is not None else []
-        self.scope = Scope(kind, self._scope_ids, depth, batch=batch, batch_locs=locs)
+        spans: tuple[Span, ...] = ()
+        if batch is not None:
+            locs, swa = self.names.scan_batch(batch)
+            for name, t in swa if check else ():
+                self.dtype_checks += 1
+                if t.dtype is not self.swa_dtype:
+                    self.flag_dtype(t, f"forward_batch.{name}")
+            spans = tuple(map(span, locs))
+        self.scope = Scope(kind, self._scope_ids, depth, spans)
 
-    def before_translate(self) -> None:
-        """Before any translation: earlier writes outside watched calls (I1), then the
-        scope-start checks (I5/I6) if this is the first cache access of the scope."""
-        for pool in self.pools:
-            pool.check_mapping_write("outside any watched call")
-        self.dispatch()
+    def add_static_batch_locs(self, locs: list[torch.Tensor]) -> None:
+        """A graph runner's static location buffers: the batch's own locations (I7)."""
+        self.static_batch_locs.extend(locs)
+        self.static_batch_spans = tuple(span(t) for t in self.static_batch_locs)
 
     def dispatch(self, batch: object | None = None) -> None:
         """A forward builds attention metadata, replays, or translates for the first time.
@@ -262,14 +316,15 @@ class Sanitizer:
 
     def begin_forward(self, batch: object | None) -> None:
         """An explicit forward (model runner ``forward`` or a stand-alone ``replay``)."""
-        if self.scope.active and self.scope.depth > 0:
-            self.scope.depth += 1
-            return
-        self._end_implicit()
-        self._new_scope(ScopeKind.FORWARD, 1, batch)
+        scope = self.scope
+        if scope.active:
+            if scope.depth > 0:
+                scope.depth += 1
+                return
+            self._close_scope(True)  # an implicit forward ends here
         try:
-            self._check_batch_dtypes(batch)
-        except V.SWASanitizerError:
+            self._new_scope(ScopeKind.FORWARD, 1, batch, check=True)
+        except V.SWASanitizerError:  # a batch SWA location of the wrong dtype, raised
             self._close_scope(False)
             raise
         if self.full and not is_capturing() and batch is not None:
@@ -306,32 +361,39 @@ class Sanitizer:
         if self.scope.active and self.scope.depth == 0:
             self._close_scope(True)
 
+    def _contract_stride(self) -> int:
+        return self.rng.randint(1, 2 * SAMPLE_EVERY - 1)
+
     def _close_scope(self, ok: bool) -> None:
+        if not self.full and not self._closed:
+            self._until_contract_sample -= 1
+            if not self._until_contract_sample:
+                self._until_contract_sample = self._contract_stride()
+                for contract in self.installed_contracts:
+                    contract.step_in()
         kv_check, self._kv_check = self._kv_check, None
         try:
             if ok:
                 for pool in self.pools:
-                    pool.check_scope_end()
+                    entry = pool.entry
+                    if entry is not None and entry.fresh and not entry.invalidated:
+                        pool.check_scope_end()
                 if kv_check is not None:
                     kv_check.finish()
                 if not is_capturing():
-                    self._record_flags(self.flags.poll(), deferred=False)
+                    found = self.flags.poll()
+                    if found:
+                        self._record_flags(found, deferred=False)
         finally:
-            self._new_scope(ScopeKind.IDLE, 0)
+            self.scope = IDLE
 
-    def _check_batch_dtypes(self, batch: object | None) -> None:
-        if batch is None:
-            return
-        for name, t in self.names.swa_tensors(batch):
-            self.check_dtype(t, f"forward_batch.{name}")
-
-    def _record_flags(self, found: list[tuple[FlagSource, int]], deferred: bool) -> None:
-        for source, n in found:
+    def _record_flags(self, found: list[FlagSource], deferred: bool) -> None:
+        for source in found:
             self.record(
                 V.PADDING_NOT_ZEROED,
-                f"padded tail of {source.label} held non-zero slots after populate in {n} "
-                f"batch(es) since the last check (first populate seen at {source.site}); "
-                f"padded tokens write their KV there",
+                f"padded tail of {source.label} held non-sentinel slots after a populate since "
+                f"the last check (first populate seen at {source.site}); padded tokens write "
+                f"their KV there",
                 site=source.site,
                 deferred=deferred,
             )
@@ -356,6 +418,45 @@ class Sanitizer:
             violations=tuple(self.violations),
             watched=dict(roles),
         )
+
+    def bookkeeping(self) -> dict[str, int]:
+        """Sizes of everything the sanitizer keeps, for telling a steady footprint from a
+        leak. Each is fixed by what is watched, capped, or bounded by live tensors:
+
+        - ``watched``, ``pools``, ``graph_watches``, ``wrappers``, ``contracts``,
+          ``static_batch_locs``, ``scan_snapshot_values``, ``flag_devices``,
+          ``flag_slots``, ``flag_slot_handles``: what is watched;
+        - ``violations_kept``, ``unraised_kept``: at most ``MAX_KEPT`` per kind;
+        - ``entry_reported``: kinds, per pool; ``dtype_flagged``: offending tensors alive;
+        - ``contract_signatures``: at most ``MAX_SIGNATURES`` per contract;
+        - ``tail_views``, ``flag_views``: padded-tail views, at most ``MAX_TAIL_VIEWS`` per
+          graph runner and ``MAX_FLAG_VIEWS`` per device;
+        - ``name_kinds``, ``name_cache``: attribute names seen, at most ``MAX_NAMES``;
+          ``site_codes``: code objects seen, at most ``MAX_CODES``.
+        """
+        sizes = {
+            "watched": len(self.watched),
+            "pools": len(self.pools),
+            "graph_watches": len(self.graph_watches),
+            "wrappers": len(self.patcher),
+            "contracts": len(self.installed_contracts),
+            "static_batch_locs": len(self.static_batch_locs),
+            "violations_kept": len(self.violations),
+            "unraised_kept": len(self.unraised),
+            "entry_reported": sum(len(p.entry.reported) for p in self.pools if p.entry),
+            "dtype_flagged": len(self._dtype_flagged),
+            "flag_devices": self.flags.devices(),
+            "flag_slots": self.flags.slots(),
+            "flag_views": self.flags.views(),
+            "contract_signatures": sum(len(c.passed) for c in self.installed_contracts),
+            "name_kinds": self.names.known_names(),
+            "name_cache": self.names.is_swa.cache_info().currsize,
+            "site_codes": site_codes(),
+        }
+        for watch in self.graph_watches:
+            for key, n in watch.bookkeeping().items():
+                sizes[key] = sizes.get(key, 0) + n
+        return sizes
 
     def close(self) -> None:
         """Undo every wrapper; the sanitizer keeps its results but watches nothing more."""

@@ -40,6 +40,34 @@ def public_methods(obj: object, skip_modules: tuple[str, ...] = ("torch.",)) -> 
     return names
 
 
+class Wrapped:
+    """One wrapper in place. It can step aside (what it shadowed shows through, so calls
+    skip it entirely) and step back in; neither happens over an attribute that someone
+    bound after it (theirs wins: undoing leaves it, and the wrapper stays as it was)."""
+
+    __slots__ = ("name", "namespace", "previous", "wrapper")
+
+    def __init__(
+        self, namespace: dict[str, Any], name: str, wrapper: Callable[..., Any], previous: Any
+    ) -> None:
+        self.namespace = namespace
+        self.name = name
+        self.wrapper = wrapper
+        self.previous = previous
+
+    def step_aside(self) -> None:
+        if self.namespace.get(self.name) is not self.wrapper:
+            return  # aside already, or re-bound after us
+        if self.previous is _MISSING:
+            del self.namespace[self.name]
+        else:
+            self.namespace[self.name] = self.previous
+
+    def step_in(self) -> None:
+        if self.namespace.get(self.name, _MISSING) is self.previous:
+            self.namespace[self.name] = self.wrapper
+
+
 class Patcher:
     """Applies wrappers and remembers how to take each one off, last first."""
 
@@ -48,7 +76,7 @@ class Patcher:
 
     def wrap_method(
         self, obj: object, name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]
-    ) -> None:
+    ) -> Wrapped:
         """Shadow ``obj.name`` with ``make(current_bound_method)``; wrappers stack."""
         try:
             namespace = vars(obj)
@@ -63,16 +91,9 @@ class Patcher:
             functools.update_wrapper(wrapper, current)
             setattr(wrapper, WRAPPED_ATTR, current)
         namespace[name] = wrapper
-
-        def undo() -> None:
-            if namespace.get(name) is not wrapper:
-                return  # re-bound after us (by the user): theirs wins
-            if previous is _MISSING:
-                del namespace[name]
-            else:
-                namespace[name] = previous
-
-        self._undo.append(undo)
+        wrapped = Wrapped(namespace, name, wrapper, previous)
+        self._undo.append(wrapped.step_aside)
+        return wrapped
 
     def hook_init(self, cls: type, on_new: Callable[[object], None]) -> None:
         """Call ``on_new(instance)`` after every construction of ``cls`` or a subclass."""
@@ -97,6 +118,10 @@ class Patcher:
     def undo_all(self) -> None:
         while self._undo:
             self._undo.pop()()
+
+    def __len__(self) -> int:
+        """Wrappers and hooks applied and not yet undone."""
+        return len(self._undo)
 
 
 def original_of(method: Callable[..., Any]) -> Callable[..., Any]:
