@@ -7,12 +7,15 @@ turns a rule off.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
+
+import pathspec
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -60,6 +63,17 @@ class Config:
             re.compile(self.swa_loc_pattern)
         except re.error as exc:
             raise ConfigError(f"swa-loc-pattern: not a valid regular expression: {exc}") from None
+        for key, globs in (("exclude", self.exclude), ("extend-exclude", self.extend_exclude)):
+            for glob in globs:
+                try:
+                    pathspec.GitIgnoreSpec.from_lines([glob])
+                except (ValueError, re.error) as exc:
+                    raise ConfigError(f"{key}: invalid glob {glob!r}: {exc}") from None
+        for glob in self.per_file_ignores:
+            try:
+                PurePosixPath("x.py").match(glob)
+            except (ValueError, re.error) as exc:
+                raise ConfigError(f"per-file-ignores: invalid glob {glob!r}: {exc}") from None
         if self.swa_loc_dtype not in INTEGER_DTYPES:
             raise ConfigError(
                 f"swa-loc-dtype: expected one of {', '.join(INTEGER_DTYPES)}, "
@@ -132,10 +146,10 @@ def load_config_file(path: Path) -> Config:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    if path.name == "pyproject.toml":
-        table = data.get("tool", {}).get("swacheck", {})
-    else:
-        table = data.get("tool", {}).get("swacheck", data)
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{path}: [tool] must be a table")
+    table = tool.get("swacheck", {} if path.name == "pyproject.toml" else data)
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [tool.swacheck] must be a table")
     try:
@@ -145,11 +159,15 @@ def load_config_file(path: Path) -> Config:
 
 
 def find_config_file(start: Path) -> Path | None:
-    """The nearest pyproject.toml with a ``[tool.swacheck]`` table, upward from ``start``."""
+    """The nearest pyproject.toml with a ``[tool.swacheck]`` table, upward from ``start``.
+
+    ``os.path`` tests, not ``Path``'s: those raise for a folder that cannot be searched,
+    and an unreadable path is discovery's to report, not a crash here.
+    """
     start = start.resolve()
-    for folder in [start, *start.parents] if start.is_dir() else start.parents:
+    for folder in [start, *start.parents] if os.path.isdir(start) else start.parents:
         candidate = folder / "pyproject.toml"
-        if candidate.is_file():
+        if os.path.isfile(candidate):
             try:
                 text = candidate.read_text(encoding="utf-8", errors="replace")
             except OSError:

@@ -3,13 +3,17 @@
 Honours ``.gitignore`` files (via pathspec, git's own wildmatch semantics), the
 ``exclude``/``extend-exclude`` globs, and never follows a symlink: a linked file or
 folder is skipped, so nothing outside the tree is read and link loops cannot hang.
+Only regular files are read: a FIFO or device named ``*.py`` would block or never end.
 Paths given explicitly on the command line are always audited; ``exclude`` globs
-match a file's name or its path below the folder that was given.
+match a file's name or its path below the folder that was given. A ``.gitignore``
+line git would reject is skipped and reported, as git itself skips it.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +47,9 @@ DEFAULT_EXCLUDES = (
 )
 
 
+NOT_REGULAR = "not a regular file (FIFO, socket or device); skipped"
+
+
 @dataclass(frozen=True)
 class DiscoveryProblem:
     path: str
@@ -67,14 +74,27 @@ class Discovery:
         if folder not in self._gitignores:
             spec = None
             ignore_file = folder / ".gitignore"
-            if ignore_file.is_file():
+            if os.path.isfile(ignore_file):
                 try:
                     lines = ignore_file.read_text(encoding="utf-8", errors="replace").splitlines()
-                    spec = pathspec.GitIgnoreSpec.from_lines(lines)
+                    spec = pathspec.GitIgnoreSpec.from_lines(self._valid_lines(ignore_file, lines))
                 except OSError as exc:
                     self.problems.append(DiscoveryProblem(str(ignore_file), exc.strerror or ""))
             self._gitignores[folder] = spec
         return self._gitignores[folder]
+
+    def _valid_lines(self, ignore_file: Path, lines: Sequence[str]) -> list[str]:
+        """The lines of a ``.gitignore`` that compile; each other one is reported."""
+        valid = []
+        for number, line in enumerate(lines, 1):
+            try:
+                pathspec.GitIgnoreSpec.from_lines([line])
+            except (ValueError, re.error) as exc:
+                reason = f"line {number}: invalid pattern {line!r} skipped ({exc})"
+                self.problems.append(DiscoveryProblem(str(ignore_file), reason))
+                continue
+            valid.append(line)
+        return valid
 
     def _git_ignored(self, path: Path, is_dir: bool, ignore_chain: Sequence[Path]) -> bool:
         if not self.config.respect_gitignore:
@@ -91,7 +111,7 @@ class Discovery:
         chain = []
         for parent in [folder, *folder.parents]:
             chain.append(parent)
-            if (parent / ".git").exists():
+            if os.path.exists(parent / ".git"):
                 break
         else:
             chain = [folder]
@@ -99,14 +119,23 @@ class Discovery:
 
     def files(self, paths: Sequence[Path]) -> Iterator[Path]:
         for given in paths:
-            if given.is_symlink() and given.is_dir():
+            if os.path.islink(given) and os.path.isdir(given):
                 self.problems.append(DiscoveryProblem(str(given), "is a symlink; not followed"))
-            elif given.is_file():
+                continue
+            try:
+                mode = given.stat().st_mode
+            except FileNotFoundError:
+                self.problems.append(DiscoveryProblem(str(given), "no such file or directory"))
+                continue
+            except OSError as exc:
+                self.problems.append(DiscoveryProblem(str(given), exc.strerror or "unreadable"))
+                continue
+            if stat.S_ISREG(mode):
                 yield given
-            elif given.is_dir():
+            elif stat.S_ISDIR(mode):
                 yield from self._walk(given, given, self._ignore_chain(given.resolve()))
             else:
-                self.problems.append(DiscoveryProblem(str(given), "no such file or directory"))
+                self.problems.append(DiscoveryProblem(str(given), NOT_REGULAR))
 
     def _walk(self, folder: Path, base: Path, chain: list[Path]) -> Iterator[Path]:
         try:
@@ -117,9 +146,9 @@ class Discovery:
         resolved = folder.resolve()
         for entry in entries:
             path = folder / entry.name
-            if entry.is_symlink():
-                continue
             try:
+                if entry.is_symlink():
+                    continue
                 is_dir = entry.is_dir(follow_symlinks=False)
             except OSError:
                 continue
@@ -129,7 +158,20 @@ class Discovery:
                 continue
             if is_dir:
                 sub = resolved / entry.name
-                sub_chain = [*chain, sub] if (sub / ".gitignore").exists() else chain
+                # os.path, not Path: an unreadable folder is reported by the walk, not raised here.
+                sub_chain = [*chain, sub] if os.path.exists(sub / ".gitignore") else chain
                 yield from self._walk(path, base, sub_chain)
-            elif entry.name.endswith((".py", ".pyi")):
+            elif not entry.name.endswith((".py", ".pyi")):
+                continue
+            elif self._regular(entry):
                 yield path
+            else:
+                self.problems.append(DiscoveryProblem(str(path), NOT_REGULAR))
+
+    @staticmethod
+    def _regular(entry: os.DirEntry[str]) -> bool:
+        """A plain file (where the folder entry lacks its type, this stats, which can fail)."""
+        try:
+            return entry.is_file(follow_symlinks=False)
+        except OSError:
+            return False

@@ -3,12 +3,17 @@
 Edits of one pass never overlap (a later overlapping edit waits for the next run, as
 in ruff); the file is written to a temporary sibling and renamed over the original,
 so an interrupted write leaves either the old file or the new one, never half of one.
+The replacement keeps the file's mode and owner, a symlink stays a link (its target is
+rewritten), and a file without write permission is refused, not replaced. Hard links
+are the one thing a rename cannot keep: the fixed file gets a new inode.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Iterable
@@ -16,11 +21,17 @@ from pathlib import Path
 
 from swacheck.finding import Applicability, Edit, Finding, Fix, Position
 
+# Line ends as libcst counts rows. Not ``str.splitlines``, which also splits at a form
+# feed, ``\x1c``-``\x1e``, ``\x85`` and ``\u2028``: rows after one would shift and an
+# edit would land in the wrong place (still parsing, so nothing would catch it).
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
 
 def _offsets(text: str) -> list[int]:
-    starts = [0]
-    for line in text.splitlines(keepends=True):
-        starts.append(starts[-1] + len(line))
+    """The offset of each row's first character, then the end of the text."""
+    starts = [0, *(match.end() for match in _LINE_END.finditer(text))]
+    if starts[-1] != len(text):
+        starts.append(len(text))
     return starts
 
 
@@ -58,18 +69,53 @@ def apply_fixes(text: str, fixes: Iterable[Fix]) -> tuple[str, list[Fix]]:
     return out, applied
 
 
+def _read_only(path: Path, mode: int) -> bool:
+    """No write bit, or no write access: what an editor would refuse to save over.
+
+    The mode bits matter for root too, for whom ``os.access`` always says yes.
+    """
+    return not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH) or not os.access(path, os.W_OK)
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make the rename itself durable (best effort: not every platform can open a folder)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
 def write_atomic(path: Path, data: bytes) -> None:
-    """Replace ``path`` by ``data`` via a temporary sibling and ``os.replace``, keeping its mode."""
-    mode = stat.S_IMODE(path.stat().st_mode)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".swacheck", dir=path.parent)
+    """Replace the content of ``path`` (of its target, if a symlink) by ``data``.
+
+    Written to a temporary sibling, flushed, then renamed over the file, keeping its
+    mode and, where the user may set it, its owner. Raises ``PermissionError`` for a
+    read-only file; any failure leaves the original untouched and no temporary behind.
+    """
+    target = Path(os.path.realpath(path))
+    info = target.stat()
+    mode = stat.S_IMODE(info.st_mode)
+    if _read_only(target, mode):
+        raise PermissionError(errno.EACCES, "file is read-only", str(path))
+    fd, tmp_name = tempfile.mkstemp(
+        prefix=f".{target.name}.", suffix=".swacheck", dir=target.parent
+    )
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
+        if os.name == "posix" and (info.st_uid, info.st_gid) != (os.getuid(), os.getgid()):
+            # Before chmod, which chown may undo (set-id bits). Best effort: another
+            # owner needs privileges; without them the file stays ours, as an editor leaves it.
+            with contextlib.suppress(OSError):
+                os.chown(tmp_name, info.st_uid, info.st_gid)
         os.chmod(tmp_name, mode)
-        os.replace(tmp_name, path)
+        os.replace(tmp_name, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp_name)
         raise
+    _fsync_folder(target.parent)

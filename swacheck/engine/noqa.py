@@ -28,7 +28,8 @@ def suppressions(text: str) -> dict[int, Suppression]:
     if "noqa" not in text.lower():
         return found
     try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+        # Universal newlines: rows must count a lone ``\r`` as libcst does.
+        tokens = list(tokenize.generate_tokens(io.StringIO(text, newline=None).readline))
     except (tokenize.TokenError, SyntaxError):
         return found
     for token in tokens:
