@@ -19,6 +19,7 @@ from swacheck.analysis.names import Names
 from swacheck.analysis.positions import LazyPositions
 from swacheck.analysis.walk import children
 from swacheck.config import Config
+from swacheck.engine.fixer import rows
 from swacheck.finding import Applicability, Edit, Fix, Position
 
 if TYPE_CHECKING:
@@ -68,7 +69,8 @@ class FileContext:
 
     @cached_property
     def lines(self) -> list[str]:
-        return self.text.splitlines(keepends=True)
+        # Rows as positions count them: not str.splitlines, which also splits at \f.
+        return rows(self.text)
 
     def memo(self, key: Hashable, compute: Callable[[], T]) -> T:
         """Compute ``compute()`` once per file for ``key`` (e.g. ``("cfg", func_node)``)."""

@@ -344,6 +344,7 @@ class Auditor:
         Fixes are applied to the whole file: the findings of a blanked-out parse have
         the same positions, and every later pass re-checks the whole file.
         """
+        unfixed = findings
         parsed = source.parsed if source.parsed and not source.parsed.partial else None
         parsed = parsed or parse_source(source.display, source.data)
         assert isinstance(parsed, Parsed)
@@ -386,7 +387,7 @@ class Auditor:
             write_atomic(source.path, _encode(text, parsed, source.data))
         except OSError as exc:
             result.errors.append(f"{source.display}: cannot write fix: {exc.strerror}")
-            return findings
+            return unfixed
         result.fixes_applied += applied_total
         return findings
 

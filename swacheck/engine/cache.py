@@ -10,7 +10,10 @@ swacheck version and source, and the enabled rule set:
   file that changes its facts therefore re-checks every file; a change that leaves the
   facts alone (most edits inside a method body do not) re-checks only that file.
 
-Entries are pickles written atomically; a corrupt or foreign entry is a miss.
+Entries are pickles written atomically, each behind an HMAC under a key kept outside
+every audited tree (``$XDG_CACHE_HOME/swacheck/cache-key``, created on first use): the
+cache folder lives inside the tree, and unpickling an entry someone planted there would
+run their code. A corrupt, foreign or unsigned entry is a miss.
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
+import hmac
 import os
 import pickle
+import secrets
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -51,6 +56,32 @@ def _code_digest() -> str:
                 info = path.stat()
                 digest.update(f"{path}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
     return digest.hexdigest()
+
+
+_MAC_SIZE = 32
+
+
+@functools.cache
+def _secret() -> bytes | None:
+    """This user's cache-signing key, created on first use; ``None`` if it cannot be."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    path = base / "swacheck" / "cache-key"
+    with contextlib.suppress(OSError):
+        return path.read_bytes()[:_MAC_SIZE] or None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(secrets.token_bytes(_MAC_SIZE))
+        return path.read_bytes()[:_MAC_SIZE]
+    except OSError:
+        return None
+
+
+def _mac(payload: bytes) -> bytes:
+    key = _secret()
+    assert key is not None
+    return hmac.new(key, payload, hashlib.sha256).digest()
 
 
 class ResultCache:
@@ -90,21 +121,27 @@ class ResultCache:
         return self.folder / key[:2] / key[2:]
 
     def get(self, key: str) -> Any | None:
+        if _secret() is None:
+            return None
         try:
             with open(self._path(key), "rb") as handle:
-                return pickle.load(handle)
+                mac, payload = handle.read(_MAC_SIZE), handle.read()
+            if not hmac.compare_digest(mac, _mac(payload)):
+                return None  # not written by this user's swacheck: never unpickled
+            return pickle.loads(payload)
         except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
             return None
 
     def put(self, key: str, value: Any) -> None:
-        if not self._prepare():
+        if _secret() is None or not self._prepare():
             return
         target = self._path(key)
         try:
             target.parent.mkdir(exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp")
+            payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
             with os.fdopen(fd, "wb") as handle:
-                pickle.dump(value, handle, protocol=pickle.HIGHEST_PROTOCOL)
+                handle.write(_mac(payload) + payload)
             os.replace(tmp, target)
         except OSError:
             with contextlib.suppress(OSError, UnboundLocalError):

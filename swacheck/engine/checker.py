@@ -12,7 +12,7 @@ from swacheck.analysis.walk import memoized_children, walk
 from swacheck.config import Config
 from swacheck.context import FileContext
 from swacheck.engine.noqa import suppressions
-from swacheck.engine.parse import Parsed
+from swacheck.engine.parse import Parsed, nesting_finding
 from swacheck.engine.selection import ignored_for_path, is_ignored
 from swacheck.finding import Finding
 from swacheck.rule import Rule
@@ -31,16 +31,22 @@ def _context(path: str, parsed: Parsed, config: Config, project: ProjectIndex) -
 
 def collect_facts(
     path: str, parsed: Parsed, rules: Sequence[type[Rule]], config: Config
-) -> ModuleFacts:
+) -> ModuleFacts | Finding:
+    """The file's first-pass facts; SWA999 if it is nested too deeply to analyse."""
     context = _context(path, parsed, config, ProjectIndex())
     summaries = any(rule.uses_summaries for rule in rules)
-    with memoized_children():
-        positions = context.positions if summaries else None
-        facts = index_module(context.module, path, positions=positions)
-        for rule in rules:
-            collected = rule.collect_facts(context)
-            if collected is not None:
-                facts.rule_facts[rule.code] = collected
+    try:
+        with memoized_children():
+            positions = context.positions if summaries else None
+            facts = index_module(context.module, path, positions=positions)
+            for rule in rules:
+                collected = rule.collect_facts(context)
+                if collected is not None:
+                    facts.rule_facts[rule.code] = collected
+    except RecursionError:
+        # libcst's code generation recurses per operand (a 1,500-term sum): this file is
+        # beyond analysis, the audit of every other file goes on.
+        return nesting_finding(path)
     return facts
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import os
 import re
 import stat
@@ -25,6 +26,12 @@ from swacheck.finding import Applicability, Edit, Finding, Fix, Position
 # feed, ``\x1c``-``\x1e``, ``\x85`` and ``\u2028``: rows after one would shift and an
 # edit would land in the wrong place (still parsing, so nothing would catch it).
 _LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+def rows(text: str) -> list[str]:
+    """``text``'s rows as libcst and the positions count them, line ends kept."""
+    starts = _offsets(text)
+    return [text[a:b] for a, b in itertools.pairwise(starts)]
 
 
 def _offsets(text: str) -> list[int]:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import re
+import warnings
 from dataclasses import dataclass
 
 import libcst as cst
@@ -25,13 +28,62 @@ def _first_line_error(exc: Exception) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
-def parse_source(path: str, data: bytes) -> Parsed | Finding:
-    """Parse ``data`` honouring its PEP 263 encoding; failures become an SWA999 finding."""
+# CPython's own limit on bracket nesting; libcst's native parser overflows the C stack
+# (killing the process) far below what it would need to report such a file itself.
+MAX_BRACKET_DEPTH = 200
+_TOO_DEEP = "source is nested too deeply to analyse"
+
+
+def _too_deep(data: bytes) -> bool:
+    """Whether CPython rejects ``data`` for its nesting (checked only where it could be)."""
+    if sum(data.count(b) for b in (b"(", b"[", b"{")) <= MAX_BRACKET_DEPTH:
+        return False
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ast.parse(data)
+    except SyntaxError as exc:
+        return "too many nested" in str(exc.msg)
+    except (RecursionError, MemoryError):
+        return True
+    except ValueError:
+        return False
+    return False
+
+
+def nesting_finding(path: str) -> Finding:
+    """SWA999 for a file too deeply nested to analyse."""
+    return _parse_error(path, f"File could not be parsed ({_TOO_DEEP})", 1, 0, b"")
+
+
+def _parse_error(path: str, message: str, row: int, column: int, data: bytes) -> Finding:
+    # libcst may point past the end of a line or of the file: clamp to the file.
+    lines = re.split(rb"\r\n|\r|\n", data) if data else [b""]
+    row = min(max(row, 1), len(lines))
+    column = min(max(column, 0), len(lines[row - 1]))
+    position = Position(row, column)
+    return Finding(
+        code=PARSE_ERROR_CODE,
+        message=message,
+        path=path,
+        start=position,
+        end=position,
+        noqa_row=None,
+    )
+
+
+def parse_source(path: str, data: bytes, *, nesting_checked: bool = False) -> Parsed | Finding:
+    """Parse ``data`` honouring its PEP 263 encoding; failures become an SWA999 finding.
+
+    ``nesting_checked``: CPython's parser already accepted ``data`` (``engine.regions``).
+    """
     row, column = 1, 0
     try:
         if b"\x00" in data:
             row = data[: data.index(b"\x00")].count(b"\n") + 1
             raise ValueError("source contains a NUL byte")
+        if not nesting_checked and _too_deep(data):
+            raise RecursionError
         module = cst.parse_module(data)
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         # libcst round-trips byte for byte, so the decoded bytes are ``module.code``
@@ -44,18 +96,10 @@ def parse_source(path: str, data: bytes) -> Parsed | Finding:
     except (UnicodeDecodeError, LookupError, SyntaxError) as exc:
         reason = f"cannot decode source: {_first_line_error(exc)}"
     except RecursionError:
-        reason = "source is nested too deeply to analyse"
+        reason = _TOO_DEEP
     except ValueError as exc:
         reason = f"cannot parse: {_first_line_error(exc)}"
-    position = Position(max(row, 1), max(column, 0))
-    return Finding(
-        code=PARSE_ERROR_CODE,
-        message=f"File could not be parsed ({reason})",
-        path=path,
-        start=position,
-        end=position,
-        noqa_row=None,
-    )
+    return _parse_error(path, f"File could not be parsed ({reason})", row, column, data)
 
 
 def parse_regions(path: str, data: bytes, regions: TriggerSet | None) -> Parsed | Finding:
@@ -64,7 +108,7 @@ def parse_regions(path: str, data: bytes, regions: TriggerSet | None) -> Parsed 
     if regions is not None:
         sparse = blank_irrelevant_definitions(data, regions)
         if sparse is not data:
-            parsed = parse_source(path, sparse)
+            parsed = parse_source(path, sparse, nesting_checked=True)
             if isinstance(parsed, Parsed):
                 return dataclasses.replace(parsed, partial=True)
     return parse_source(path, data)

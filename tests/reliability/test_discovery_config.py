@@ -260,13 +260,6 @@ def test_nothing_in_the_tree_or_config_is_imported_or_executed(tmp_path: Path) -
     assert sorted(p.name for p in markers.iterdir()) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="swacheck/engine/cache.py: cache entries are pickles read from the audited "
-    "tree's .swacheck_cache/, so a tree that ships entries at the keys a run will read "
-    "(predictable where swacheck's install is: a CI image) runs their code (pickle.load); "
-    "keep the cache outside the tree or store entries as data, not pickles",
-)
 def test_a_cache_entry_planted_in_the_tree_is_never_executed(cli: Cli, tmp_path: Path) -> None:
     write(tmp_path / "bufs.py", INT64_SWA)
     cli("audit", check_rc=1)  # fills .swacheck_cache/ with the keys the next run reads

@@ -95,13 +95,6 @@ def test_fix_lands_on_its_row_after_characters_splitlines_splits_at(
     assert {name: (tmp_path / f"{name}.py").read_bytes() for name in expected} == expected
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="swacheck/context.py: FileContext.lines is text.splitlines(), which also splits at "
-    "a form feed (and \\x1c-\\x1e, \\x85, \\u2028), so indent_of() reads the wrong row: "
-    "after a form-feed line SWA001's inserted invalidation gets the class's indentation, "
-    "parses, and --fix writes it ten times (one per pass); split rows at \\r\\n, \\r, \\n",
-)
 def test_inserted_statement_is_indented_like_its_anchor_after_a_form_feed(
     cli: Cli, tmp_path: Path
 ) -> None:
@@ -128,12 +121,6 @@ def test_read_only_file_is_reported_and_left_alone(cli: Cli, tmp_path: Path) -> 
     assert writable.read_text() == FIXED
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="swacheck/engine/audit.py: when the fixed text cannot be written, Auditor._fix "
-    "returns the findings of the fixed text, so the unfixed finding vanishes and the "
-    "run exits 0; return the findings the file still has",
-)
 def test_a_fix_that_cannot_be_written_keeps_its_finding(cli: Cli, tmp_path: Path) -> None:
     write(tmp_path / "read_only.py", INT64_SWA).chmod(0o444)
     proc = cli("audit", "--fix", "--no-cache")

@@ -13,7 +13,6 @@ import random
 import tempfile
 from pathlib import Path
 
-import pytest
 from fuzzkit import (
     OPERATIONS,
     STYLES,
@@ -30,13 +29,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 CORPUS = corpus()
-# Properties with a known bug in a file this suite does not own, each pinned by an xfail
-# test; drop the entry when that test starts passing. SWA999 positions: below. Comments
-# holding a form feed or another character ``str.splitlines`` splits at break --fix
-# (test_fix_safety.py's form-feed indentation test): they get their own test, without
-# --fix, until that passes; then add "separator" back to MUTATION_OPS.
-KNOWN = {"swa999-position"}
-MUTATION_OPS = tuple(op for op in OPERATIONS if op != "separator")
+MUTATION_OPS = OPERATIONS
 
 # No shrinking: an example costs a dozen audits, and shrinking one failure took minutes.
 FUZZ = settings(
@@ -66,7 +59,7 @@ def test_mutated_real_files(mutants: list[tuple[str, list, str]]) -> None:
         for i, (name, ops, style) in enumerate(mutants)
     }
     with tempfile.TemporaryDirectory() as tmp:
-        problems = [p for p in check(files, Path(tmp)) if p[0] not in KNOWN]
+        problems = list(check(files, Path(tmp)))
     assert problems == []
 
 
@@ -86,7 +79,7 @@ def test_line_end_characters_python_does_not_split_at(
     """Every property but ``--fix`` (pinned separately) with form feeds, ``\\x85``, ..."""
     files = {"m.py": encode(mutate(CORPUS[name], mutations), style)}
     with tempfile.TemporaryDirectory() as tmp:
-        problems = [p for p in check(files, Path(tmp), fix=False) if p[0] not in KNOWN]
+        problems = list(check(files, Path(tmp), fix=False))
     assert problems == []
 
 
@@ -114,11 +107,6 @@ def test_the_command_gives_the_same_json_however_it_runs(cli: Cli, tmp_path: Pat
     assert run("--jobs", "2", "--no-cache", "--no-prefilter", seed="4") == reference
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="swacheck/engine/parse.py: SWA999 takes libcst's raw_line/raw_column, which can "
-    "point past the end of a line ('x\\n    y\\n\\n' gives 3:4 on an empty line 3); clamp it",
-)
 def test_parse_error_position_lies_inside_the_file(cli: Cli, tmp_path: Path) -> None:
     source = b"swa_loc = 1\n    y\n\n"
     write(tmp_path / "bad.py", source)

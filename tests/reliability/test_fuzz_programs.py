@@ -10,13 +10,12 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from fuzzkit import SEPARATORS, STYLES, check, encode, mutate
-from hypothesis import HealthCheck, Phase, assume, given, settings
+from fuzzkit import STYLES, check, encode, mutate
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 hypothesmith = pytest.importorskip("hypothesmith")
 
-KNOWN = {"swa999-position"}  # pinned by test_fuzz_mutants.py's xfail test
 
 INJECTIONS = st.lists(
     st.tuples(st.just("inject"), st.integers(0, 999), st.just(0), st.integers(0, 99)),
@@ -33,9 +32,7 @@ INJECTIONS = st.lists(
 )
 @given(program=hypothesmith.from_grammar(), injections=INJECTIONS, style=st.sampled_from(STYLES))
 def test_generated_programs(program: str, injections: list, style: str) -> None:
-    # A known bug (see test_fuzz_mutants.py's MUTATION_OPS) until context.py is fixed.
-    assume(not any(separator in program for separator in SEPARATORS))
     files = {"generated.py": encode(mutate(program, injections), style)}
     with tempfile.TemporaryDirectory() as tmp:
-        problems = [p for p in check(files, Path(tmp)) if p[0] not in KNOWN]
+        problems = list(check(files, Path(tmp)))
     assert problems == []

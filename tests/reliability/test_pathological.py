@@ -14,7 +14,6 @@ import json
 import time
 from pathlib import Path
 
-import pytest
 from fuzzkit import INT64_SWA, Cli, source_lines, write
 
 # A file the prefilter lets through (it names an SWA location) that holds no finding.
@@ -104,12 +103,6 @@ def _deep_tree(tmp_path: Path, content: bytes) -> None:
     write(tmp_path / "zz_ordinary.py", INT64_SWA)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="swacheck/engine/parse.py: libcst's native parser overflows the C stack at ~1500 "
-    "nested brackets and kills the whole process (SIGSEGV); reject nesting beyond CPython's "
-    "own limit (200, 'too many nested parentheses') before calling libcst",
-)
 def test_brackets_nested_1500_deep_are_a_parse_error(cli: Cli, tmp_path: Path) -> None:
     _deep_tree(tmp_path, SWA + b"x = " + b"(" * 1500 + b"1" + b")" * 1500 + b"\n")
     found = _by_file(cli.json("--no-cache", timeout=60))
@@ -117,12 +110,6 @@ def test_brackets_nested_1500_deep_are_a_parse_error(cli: Cli, tmp_path: Path) -
     assert [f["code"] for f in found["zz_ordinary.py"]] == ["SWA002"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="swacheck/engine/audit.py: a RecursionError while collecting one file's facts "
-    "(analysis/summaries.py generating the code of a 1500-term expression) is not caught "
-    "per file, so the whole run dies with a traceback; make it that file's SWA999",
-)
 def test_a_1500_term_expression_in_a_method_does_not_end_the_run(cli: Cli, tmp_path: Path) -> None:
     expression = b" + ".join([b"a"] * 1500)
     _deep_tree(
