@@ -259,9 +259,9 @@ class Auditor:
             for i in todo:
                 if sources[i].number in by_number:
                     outcomes[i] = by_number[sources[i].number]
-            todo = [i for i in todo if i not in outcomes]
-        if self._serial(len(todo)) or all(sources[i].parsed is not None for i in todo):
-            for i in todo:
+        rest = [i for i in todo if i not in outcomes]
+        if self._serial(len(rest)) or all(sources[i].parsed is not None for i in rest):
+            for i in rest:
                 parsed = sources[i].parsed or parse_regions(
                     sources[i].display, sources[i].data, self.regions
                 )
@@ -271,11 +271,11 @@ class Auditor:
                     sources[i].display, relative[i], parsed, rules, self.config, project
                 )
         else:
-            items = [(sources[i].display, relative[i], sources[i].data) for i in todo]
+            items = [(sources[i].display, relative[i], sources[i].data) for i in rest]
             mapped = _map(
                 _second_pass, items, self.options.jobs, rules, self.config, project, self.regions
             )
-            for i, outcome in zip(todo, mapped, strict=True):
+            for i, outcome in zip(rest, mapped, strict=True):
                 outcomes[i] = outcome  # type: ignore[assignment]
         if cache is not None:
             for i in todo:

@@ -319,6 +319,18 @@ def test_prefilter_does_not_change_findings(swacheck, swacheck_at) -> None:
 
 
 class TestCache:
+    def test_a_parallel_run_caches_facts_and_findings_of_every_file(
+        self, swacheck, tmp_path: Path
+    ) -> None:
+        # Worker processes check the files; the parent must still cache their findings.
+        for i in range(30):
+            write(tmp_path / f"m{i:02}.py", INT64_SWA)
+        cold = swacheck("audit", "--jobs", "2", "--output-format", "json", check_rc=1).stdout
+        entries = [p for p in (tmp_path / ".swacheck_cache").rglob("*") if p.is_file()]
+        assert len([p for p in entries if p.name != ".gitignore"]) == 2 * 30
+        warm = swacheck("audit", "--jobs", "2", "--output-format", "json", check_rc=1).stdout
+        assert warm == cold
+
     def test_cache_is_git_ignored_and_gives_the_same_findings(
         self, swacheck, tmp_path: Path
     ) -> None:
