@@ -18,12 +18,12 @@ from swacheck.analysis.index import ModuleFacts, ProjectIndex
 from swacheck.config import Config
 from swacheck.discovery import Discovery
 from swacheck.engine.cache import ResultCache, facts_digest, project_digest
-from swacheck.engine.checker import CheckOutcome, check_parsed, collect_facts
+from swacheck.engine.checker import CheckOutcome, check_parsed
 from swacheck.engine.fixer import apply_fixes, fixable, write_atomic
 from swacheck.engine.parse import Parsed, parse_regions, parse_source
 from swacheck.engine.prefilter import Prefilter
 from swacheck.engine.selection import ignored_for_path, is_ignored
-from swacheck.engine.shards import ShardPool
+from swacheck.engine.shards import ShardPool, parse_and_collect
 from swacheck.finding import PARSE_ERROR_CODE, Finding
 from swacheck.rule import Rule
 from swacheck.triggers import TriggerSet
@@ -210,20 +210,17 @@ class Auditor:
                 if isinstance(hit, tuple) and isinstance(hit[0], ModuleFacts | Finding):
                     results[i], self._fact_digests[source.display] = hit
         todo = [i for i in range(len(sources)) if i not in results]
+        items = [(sources[i].number, sources[i].display, sources[i].data) for i in todo]
         if self._serial(len(todo)):
+            parsed, firsts = parse_and_collect(items, rules, self.config, self.regions)
+            by_number = dict(firsts)
             for i in todo:
-                parsed = parse_regions(sources[i].display, sources[i].data, self.regions)
-                if isinstance(parsed, Parsed):
-                    sources[i].parsed = parsed
-                    results[i] = collect_facts(sources[i].display, parsed, rules, self.config)
-                else:
-                    results[i] = parsed
+                sources[i].parsed = parsed.get(sources[i].number)
         else:
-            items = [(sources[i].number, sources[i].display, sources[i].data) for i in todo]
             self._shards = ShardPool(self.options.jobs, items, rules, self.config, self.regions)
             by_number = self._shards.first_pass()
-            for i in todo:
-                results[i] = by_number[sources[i].number]
+        for i in todo:
+            results[i] = by_number[sources[i].number]
         if cache is not None:
             for i in todo:
                 digest = facts_digest(results[i])

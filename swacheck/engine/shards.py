@@ -29,9 +29,10 @@ Item = tuple[int, str, bytes]
 Wanted = tuple[int, str]
 
 
-def _first(
+def parse_and_collect(
     items: Sequence[Item], rules: Sequence[type[Rule]], config: Config, regions: TriggerSet | None
 ) -> tuple[dict[int, Parsed], list[tuple[int, ModuleFacts | Finding]]]:
+    """Parse and collect facts (the serial path runs this too); keep the parsed trees."""
     parsed: dict[int, Parsed] = {}
     results: list[tuple[int, ModuleFacts | Finding]] = []
     for index, display, data in items:
@@ -69,7 +70,7 @@ def _serve(
 ) -> None:
     """A worker: first pass, then (if asked) the second pass on the kept trees."""
     try:
-        parsed, results = _first(items, rules, config, regions)
+        parsed, results = parse_and_collect(items, rules, config, regions)
         conn.send(("ok", results))
         request = conn.recv()
         if request is not None:
@@ -132,7 +133,9 @@ class ShardPool:
         for number, shard in enumerate(self.shards):
             reply = self._receive(number)
             if reply is None:
-                self._local[number], reply = _first(shard, self.rules, self.config, self.regions)
+                self._local[number], reply = parse_and_collect(
+                    shard, self.rules, self.config, self.regions
+                )
             results.update(reply)
         return results
 
@@ -149,7 +152,7 @@ class ShardPool:
             if reply is None:
                 parsed = self._local.get(number)
                 if parsed is None:
-                    parsed, _ = _first(shard, self.rules, self.config, self.regions)
+                    parsed, _ = parse_and_collect(shard, self.rules, self.config, self.regions)
                 reply = _second(shard, parsed, wanted, rules, self.config, project)
             outcomes.update(reply)
         return outcomes
