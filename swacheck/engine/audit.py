@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -84,30 +83,6 @@ class _Source:
     parsed: Parsed | None = None
     # Position in the audit's list of sources: the file's key in worker processes.
     number: int = 0
-
-
-def _second_pass(
-    item: tuple[str, str, bytes],
-    rules: Sequence[type[Rule]],
-    config: Config,
-    project: ProjectIndex,
-    regions: TriggerSet | None,
-) -> CheckOutcome:
-    """One file's second pass in a worker, for files the first pass took from the cache."""
-    display, relative, data = item
-    parsed = parse_regions(display, data, regions)
-    assert not isinstance(parsed, Finding)  # it parsed in the first pass
-    return check_parsed(display, relative, parsed, rules, config, project)
-
-
-def _map(
-    function: Callable[..., object], items: Sequence[object], jobs: int, *args: object
-) -> list[object]:
-    if jobs <= 1 or len(items) < PARALLEL_THRESHOLD:
-        return [function(item, *args) for item in items]
-    chunk = max(1, len(items) // (jobs * 4))
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        return list(pool.map(function, items, *([a] * len(items) for a in args), chunksize=chunk))
 
 
 class Auditor:
@@ -268,12 +243,17 @@ class Auditor:
                     sources[i].display, relative[i], parsed, rules, self.config, project
                 )
         else:
-            items = [(sources[i].display, relative[i], sources[i].data) for i in rest]
-            mapped = _map(
-                _second_pass, items, self.options.jobs, rules, self.config, project, self.regions
-            )
-            for i, outcome in zip(rest, mapped, strict=True):
-                outcomes[i] = outcome  # type: ignore[assignment]
+            # Facts came from the cache, so no worker holds these files' trees yet.
+            items = [(sources[i].number, sources[i].display, sources[i].data) for i in rest]
+            pool = ShardPool(self.options.jobs, items, rules, self.config, self.regions)
+            try:
+                pool.first_pass()
+                wanted = [(sources[i].number, relative[i]) for i in rest]
+                by_number = pool.second_pass(wanted, rules, project)
+            finally:
+                pool.close()
+            for i in rest:
+                outcomes[i] = by_number[sources[i].number]
         if cache is not None:
             for i in todo:
                 if not outcomes[i].errors:
