@@ -10,6 +10,7 @@ import libcst as cst
 
 from swacheck.analysis.names import dotted_name
 from swacheck.analysis.padding import (
+    LOCATION_WORDS,
     BufferWrite,
     block_writes,
     is_location_name,
@@ -21,6 +22,7 @@ from swacheck.analysis.walk import walk
 from swacheck.config import DEFAULT_SWA_LOC_PATTERN, Config
 from swacheck.finding import Applicability
 from swacheck.rule import FixSafety, Invalid, Rule, Valid
+from swacheck.triggers import Trigger, TriggerSet, all_of
 
 if TYPE_CHECKING:
     from swacheck.analysis.index import ClassInfo, ProjectIndex
@@ -912,35 +914,37 @@ class Runner:
     region_safe = True
 
     @classmethod
-    def triggers(cls, config: Config) -> frozenset[str] | None:
-        """Marked size words and ``swa_``/``_swa`` (default names), else nothing.
+    def triggers(cls, config: Config) -> frozenset[Trigger] | None:
+        """A marked size word with a location word, or ``swa_``/``_swa`` (default names),
+        else nothing.
 
         A finding sits on a padding test, which compares a size whose name has a
         marking ``_``-separated word (``raw``, ``real``, ``unpadded``, ``static``,
         ``padded``, ``captured``) and at least one more word, so it holds ``raw_`` or
         ``_raw`` (or the like for the other words; directly, or in the flag's
-        assignment in the same function), and the reported file holds one of them.
-        The facts a finding depends on in *other* files name the SWA buffer the object
-        owns; under the default ``swa-loc-pattern`` that name has the word ``swa`` next
-        to another word (it must also hold ``loc``, ``slot``, ``indices`` or
+        assignment in the same function); and its branch zeroes a location buffer, whose
+        name holds ``loc``, ``locs``, ``location`` or ``locations`` as a ``_``-separated
+        word, or is an SWA location (below). The reported block holds both.
+        The facts a finding depends on in *other* blocks and files name the SWA buffer
+        the object owns; under the default ``swa-loc-pattern`` that name has the word
+        ``swa`` next to another word (it must also hold ``loc``, ``slot``, ``indices`` or
         ``index``), so it holds ``swa_`` or ``_swa``. Listing
         those keeps a base class that declares the buffer in the audit even when it has
-        no padding branch. (A base class in between that names neither is not kept: the
-        engine builds its class index from the files the prefilter lets through.) A
-        custom pattern may match names without ``swa``, so no trigger set is given then.
+        no padding branch. (A class in between that names neither, such as a base that
+        only binds ``self.buffers = Buffers()``, is not kept: the engine builds its class
+        index from the blocks the prefilter lets through.) A custom pattern may match
+        names without ``swa``, so no trigger set is given then.
         """
         if config.swa_loc_pattern != DEFAULT_SWA_LOC_PATTERN:
             return None
-        return padding_trigger_strings() | {"swa_", "_swa"}
+        return frozenset({all_of(padding_trigger_strings(), LOCATION_WORDS), "swa_", "_swa"})
 
     @classmethod
     def collect_facts(cls, context: FileContext) -> FileFacts | None:
         triggers = cls.triggers(context.config)
-        if triggers is not None:
-            lowered = context.text.lower()
-            if not any(t in lowered for t in triggers):
-                # The same argument as the prefilter's: nothing here can matter.
-                return None
+        if triggers is not None and not TriggerSet(triggers).matches(context.text.encode()):
+            # The same argument as the prefilter's: nothing here can matter.
+            return None
         collector = _FactsCollector(context.names)
         walk(context.module, collector)
         return collector.facts

@@ -25,12 +25,15 @@ import libcst as cst
 
 from swacheck.analysis.names import target_name
 from swacheck.analysis.walk import walk
+from swacheck.triggers import word
 
 Polarity = Literal["body", "orelse"]
 
 # A location buffer's name holds the word ``loc`` (``out_cache_loc``, ``swa_loc``,
 # ``loc_swa``); as a ``_``-separated word, so that ``block_table`` or ``lock`` do not count.
 _LOC_WORD = re.compile(r"(?:^|_)(?:loc|locs|location|locations)(?:_|$)", re.IGNORECASE)
+# The same words as prefilter triggers (a ``word`` is bounded by ``_`` in a name).
+LOCATION_WORDS = frozenset(word(w) for w in ("loc", "locs", "location", "locations"))
 _RESET_METHODS = {"zero_", "fill_"}
 
 
