@@ -1,9 +1,15 @@
-"""Audit speed, side by side in one run: swacheck (cold, warm), ruff, Fixit.
+"""Audit speed, side by side in one run: swacheck (cold, warm, pre-commit), ruff, Fixit.
 
 Downloads the engine releases (benchmarks/engines.py) and times, interleaved, each
 tool on each tree; reports medians of ``--runs`` runs and peak memory (max RSS of the
 child). Also checks that findings are identical with and without the prefilter, the
-cache and parallelism.
+cache (the run record, and the per-file entries alone) and parallelism.
+
+The pre-commit-like calls audit one file whose bytes changed since the last call (a
+copy with a new comment each run), with the cache on as pre-commit runs it: the
+largest ``*swa*`` file (it must be parsed) and the largest file no enabled rule's
+triggers occur in (most edits in an engine tree); ``ruff check`` on the same SWA file
+beside them.
 
     python benchmarks/bench_audit.py sglang==0.5.11 sglang==0.5.23 vllm==0.33.0 --runs 3
 """
@@ -39,6 +45,25 @@ def timed(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple
         return elapsed, usage.ru_maxrss // 1024, out.read().decode(errors="replace")
 
 
+def _largest_untriggered(tree: Path) -> Path:
+    """The largest file that no rule's triggers occur in (default configuration)."""
+    from swacheck.catalogue import catalogue
+    from swacheck.config import Config
+    from swacheck.engine.prefilter import Prefilter
+
+    prefilter = Prefilter(catalogue(Config()))
+    plain = (p for p in tree.rglob("*.py") if not prefilter.wants(p.read_bytes()))
+    return max(plain, key=lambda p: p.stat().st_size)
+
+
+def _edited_copy(source: Path, folder: Path, run: int) -> Path:
+    """A copy of ``source`` with bytes no earlier call has seen."""
+    folder.mkdir(parents=True, exist_ok=True)
+    copy = folder / source.name
+    copy.write_bytes(source.read_bytes() + f"\n# edited for run {run}\n".encode())
+    return copy
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("releases", nargs="+")
@@ -62,19 +87,24 @@ def main() -> int:
         cache = Path(tempfile.mkdtemp(prefix="swacheck-bench-"))
         config = cache / "bench.toml"
         config.write_text(f"[tool.swacheck]\ncache-dir = '{cache / 'c'}'\n")
-        # A pre-commit-like call: one changed SWA file, its cache entry missing.
         one_file = max((p for p in tree.rglob("*swa*.py")), key=lambda p: p.stat().st_size)
+        plain_file = _largest_untriggered(tree)
+        edits = cache / "edits"
         times: dict[str, list[float]] = {
             "cold": [],
             "warm": [],
             "one-file": [],
+            "one-file-plain": [],
             "ruff": [],
+            "ruff-one-file": [],
             "fixit": [],
         }
         peak: dict[str, int] = {}
         outputs: dict[str, str] = {}
         for run in range(args.runs):
             shutil.rmtree(cache / "c", ignore_errors=True)
+            swa_copy = _edited_copy(one_file, edits / f"swa{run}", run)
+            plain_copy = _edited_copy(plain_file, edits / f"plain{run}", run)
             for label, cmd in (
                 (
                     "cold",
@@ -84,7 +114,12 @@ def main() -> int:
                     "warm",
                     [*swacheck, "--config", str(config), "--output-format", "json", str(tree)],
                 ),
-                ("one-file", [*swacheck, "--no-cache", str(one_file)]),
+                ("one-file", [*swacheck, "--config", str(config), str(swa_copy)]),
+                ("one-file-plain", [*swacheck, "--config", str(config), str(plain_copy)]),
+                (
+                    "ruff-one-file",
+                    [ruff, "check", "--select", "E,F,W", "-q", "--exit-zero", str(swa_copy)],
+                ),
                 (
                     "ruff",
                     [
@@ -110,16 +145,28 @@ def main() -> int:
                     [fixit, "--rules", "fixit_swa002", "lint", str(tree)], cwd=tree.parent, env=env
                 )
                 times["fixit"].append(seconds)
-        # Findings identical without prefilter, cache and parallelism.
+        # Findings identical without prefilter, cache and parallelism; and from the per-file
+        # entries alone (an empty extra file makes the run record miss).
+        (edits / "empty.py").write_text("")
         variants = {
             "no-prefilter": ["--no-prefilter", "--no-cache"],
             "jobs1": ["--jobs", "1", "--no-cache"],
+            "file-entries": ["--config", str(config)],
         }
+        extra_paths = {"file-entries": [str(edits / "empty.py")]}
         identical = {}
         reference = json.loads(outputs["cold"])
         for label, extra in variants.items() if not args.no_variants else ():
             _, _, out = timed(
-                [*swacheck, *extra, "--output-format", "json", str(tree)], cwd=tree.parent
+                [
+                    *swacheck,
+                    *extra,
+                    "--output-format",
+                    "json",
+                    str(tree),
+                    *extra_paths.get(label, []),
+                ],
+                cwd=tree.parent,
             )
             identical[label] = json.loads(out) == reference
         identical["warm"] = json.loads(outputs["warm"]) == reference
@@ -133,6 +180,7 @@ def main() -> int:
             "cold_vs_ruff": round(med["cold"] / med["ruff"], 2),
             "warm_vs_ruff": round(med["warm"] / med["ruff"], 2),
             "one_file": str(one_file.relative_to(tree.parent)),
+            "one_file_plain": str(plain_file.relative_to(tree.parent)),
             "findings": len(reference),
             "identical": identical,
             "runs": args.runs,

@@ -9,15 +9,21 @@ import importlib
 import pkgutil
 import re
 from functools import cache
+from typing import TYPE_CHECKING
 
-from swacheck.rule import Rule
+if TYPE_CHECKING:
+    from swacheck.rule import Rule
 
+# Importing this package stays cheap (no libcst): the engine reads the rule set's
+# declarations from its catalogue (``swacheck.catalogue``) before anything is parsed.
 _RULE_MODULE = re.compile(r"^swa\d{3}_\w+$")
 
 
 @cache
 def all_rules() -> tuple[type[Rule], ...]:
     """Every rule class, sorted by code."""
+    from swacheck.rule import Rule
+
     found: list[type[Rule]] = []
     for info in pkgutil.iter_modules(__path__):
         if not _RULE_MODULE.match(info.name):

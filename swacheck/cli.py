@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from swacheck import __version__
+from swacheck.catalogue import RuleSpec, catalogue
 from swacheck.config import ConfigError, resolve_config
-from swacheck.engine.audit import AuditOptions, AuditResult, audit_paths
+from swacheck.engine.audit import AuditOptions, AuditResult, audit_paths, result_cache
 from swacheck.engine.selection import select_rules
 from swacheck.report import FORMATS
 
@@ -64,13 +65,11 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _print_statistics(result: AuditResult) -> None:
-    from swacheck.rules import rule_by_code
-
+def _print_statistics(result: AuditResult, specs: Sequence[RuleSpec]) -> None:
+    names = {spec.code: spec.name for spec in specs}
     counts = Counter(f.code for f in result.findings)
     for code, count in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
-        rule = rule_by_code(code)
-        name = rule.name if rule else "parse-error"
+        name = names.get(code, "parse-error")
         fixable = sum(1 for f in result.findings if f.code == code and f.fix)
         marker = " [*]" if fixable else ""
         print(f"{count:>5}\t{code}\t{name}{marker}")
@@ -80,12 +79,11 @@ def _print_statistics(result: AuditResult) -> None:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from swacheck.rules import all_rules
-
     if args.jobs < 0:
         raise ConfigError("--jobs must be 0 (one per core) or a positive number")
     config = resolve_config(args.config, args.paths)
-    rules = select_rules(all_rules(), config, args.select, args.ignore)
+    specs = catalogue(config, None if args.no_cache else result_cache(config))
+    rules = select_rules(specs, config, args.select, args.ignore)
     options = AuditOptions(
         rules=rules,
         config=config,
@@ -102,7 +100,7 @@ def _audit(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(FORMATS[args.output_format](result.findings))
     if args.statistics:
-        _print_statistics(result)
+        _print_statistics(result, specs)
     if args.fix and result.fixes_applied:
         print(f"Fixed {result.fixes_applied} finding(s).", file=sys.stderr)
     for error in result.errors:

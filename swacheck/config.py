@@ -15,8 +15,6 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import pathspec
-
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.10 only
@@ -65,6 +63,8 @@ class Config:
             raise ConfigError(f"swa-loc-pattern: not a valid regular expression: {exc}") from None
         for key, globs in (("exclude", self.exclude), ("extend-exclude", self.extend_exclude)):
             for glob in globs:
+                import pathspec
+
                 try:
                     pathspec.GitIgnoreSpec.from_lines([glob])
                 except (ValueError, re.error) as exc:

@@ -17,10 +17,12 @@ import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-import pathspec
+from typing import TYPE_CHECKING
 
 from swacheck.config import Config
+
+if TYPE_CHECKING:
+    import pathspec
 
 DEFAULT_EXCLUDES = (
     ".bzr",
@@ -47,6 +49,12 @@ DEFAULT_EXCLUDES = (
 )
 
 
+# An exclusion pattern that is just a name (no glob, slash or negation) matches an
+# entry exactly when the entry has that name: the walk never enters an excluded
+# folder, so no ancestor below the given folder can be the match. Such patterns (all
+# the defaults) are a set lookup; pathspec is loaded only for the others.
+_NAME_PATTERN = re.compile(r"(?=.*[\w-])[\w.-]+\Z")
+
 NOT_REGULAR = "not a regular file (FIFO, socket or device); skipped"
 
 
@@ -60,18 +68,28 @@ class Discovery:
     def __init__(self, config: Config) -> None:
         self.config = config
         patterns = list(config.exclude or DEFAULT_EXCLUDES) + list(config.extend_exclude)
-        self.exclude = pathspec.GitIgnoreSpec.from_lines(patterns)
+        self.excluded_names: frozenset[str] = frozenset()
+        self.exclude: pathspec.GitIgnoreSpec | None = None
+        if all(_NAME_PATTERN.match(pattern) for pattern in patterns):
+            self.excluded_names = frozenset(patterns)
+        else:
+            import pathspec
+
+            self.exclude = pathspec.GitIgnoreSpec.from_lines(patterns)
         self.problems: list[DiscoveryProblem] = []
         self._gitignores: dict[Path, pathspec.GitIgnoreSpec | None] = {}
 
     def _excluded(self, path: Path, is_dir: bool, base: Path) -> bool:
         """Exclusion globs match the name, or the path below the folder given to audit."""
+        assert self.exclude is not None  # name-only patterns are matched by the walk
         candidates = [path.name, path.relative_to(base).as_posix()]
         suffix = "/" if is_dir else ""
         return any(self.exclude.match_file(c + suffix) for c in candidates)
 
     def _gitignore(self, folder: Path) -> pathspec.GitIgnoreSpec | None:
         if folder not in self._gitignores:
+            import pathspec
+
             spec = None
             ignore_file = folder / ".gitignore"
             if os.path.isfile(ignore_file):
@@ -85,6 +103,8 @@ class Discovery:
 
     def _valid_lines(self, ignore_file: Path, lines: Sequence[str]) -> list[str]:
         """The lines of a ``.gitignore`` that compile; each other one is reported."""
+        import pathspec
+
         valid = []
         for number, line in enumerate(lines, 1):
             try:
@@ -97,8 +117,6 @@ class Discovery:
         return valid
 
     def _git_ignored(self, path: Path, is_dir: bool, ignore_chain: Sequence[Path]) -> bool:
-        if not self.config.respect_gitignore:
-            return False
         suffix = "/" if is_dir else ""
         for folder in ignore_chain:
             spec = self._gitignore(folder)
@@ -137,36 +155,44 @@ class Discovery:
             else:
                 self.problems.append(DiscoveryProblem(str(given), NOT_REGULAR))
 
-    def _walk(self, folder: Path, base: Path, chain: list[Path]) -> Iterator[Path]:
+    def _walk(
+        self, folder: Path, base: Path, chain: list[Path], resolved: Path | None = None
+    ) -> Iterator[Path]:
+        """Files below ``folder``; ``resolved`` is its real path (no link is followed
+        below the given folder, so a child's real path is this plus its name)."""
         try:
             entries = sorted(os.scandir(folder), key=lambda e: e.name)
         except OSError as exc:
             self.problems.append(DiscoveryProblem(str(folder), exc.strerror or "unreadable"))
             return
-        resolved = folder.resolve()
+        resolved = resolved or folder.resolve()
+        ignoring = self.config.respect_gitignore and any(self._gitignore(f) for f in chain)
         for entry in entries:
-            path = folder / entry.name
+            name = entry.name
             try:
                 if entry.is_symlink():
                     continue
                 is_dir = entry.is_dir(follow_symlinks=False)
             except OSError:
                 continue
-            if self._excluded(path, is_dir, base) or self._git_ignored(
-                resolved / entry.name, is_dir, chain
-            ):
+            if not is_dir and not name.endswith((".py", ".pyi")):
+                continue
+            if self.exclude is None:
+                if name in self.excluded_names:
+                    continue
+            elif self._excluded(folder / name, is_dir, base):
+                continue
+            if ignoring and self._git_ignored(resolved / name, is_dir, chain):
                 continue
             if is_dir:
-                sub = resolved / entry.name
+                sub = resolved / name
                 # os.path, not Path: an unreadable folder is reported by the walk, not raised here.
                 sub_chain = [*chain, sub] if os.path.exists(sub / ".gitignore") else chain
-                yield from self._walk(path, base, sub_chain)
-            elif not entry.name.endswith((".py", ".pyi")):
-                continue
+                yield from self._walk(folder / name, base, sub_chain, sub)
             elif self._regular(entry):
-                yield path
+                yield folder / name
             else:
-                self.problems.append(DiscoveryProblem(str(path), NOT_REGULAR))
+                self.problems.append(DiscoveryProblem(str(folder / name), NOT_REGULAR))
 
     @staticmethod
     def _regular(entry: os.DirEntry[str]) -> bool:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from swacheck.analysis.index import ProjectIndex
     from swacheck.config import Config
     from swacheck.context import FileContext
+    from swacheck.triggers import Trigger
 
 
 class FixSafety(str, Enum):
@@ -95,10 +96,11 @@ class Rule(cst.BatchableCSTVisitor):
     # -- what the engine asks of a rule class ------------------------------------------
 
     @classmethod
-    def triggers(cls, config: Config) -> frozenset[str] | None:
+    def triggers(cls, config: Config) -> frozenset[Trigger] | None:
         """Text without which the rule can neither fire in a file nor need its facts.
 
-        Case-insensitive substrings, or :func:`swacheck.triggers.word` for whole words.
+        Case-insensitive substrings, :func:`swacheck.triggers.word` for whole words,
+        :func:`swacheck.triggers.all_of` for text that must hold several of them.
         The engine parses only files matching some enabled rule's triggers, so this
         must be sound, including for the files whose facts (``collect_facts``, the
         class index) the rule reads across files. Return ``None`` when no such set can

@@ -1,14 +1,18 @@
 """Content-hash result cache (``.swacheck_cache/`` by default, as ruff's ``.ruff_cache``).
 
-Two kinds of entry, both keyed by the file's bytes, the effective configuration, the
-swacheck version and source, and the enabled rule set:
+Entries are keyed by the effective configuration, the swacheck version and source,
+and (all but the catalogue) the enabled rule set; and by what each one is a function of:
 
-- *facts*: the first pass's :class:`ModuleFacts` (or the file's SWA999 finding), with
-  its digest;
-- *findings*: the second pass's findings, additionally keyed by the digest of the whole
-  project index, since a rule may follow a helper into another file. A change to any
-  file that changes its facts therefore re-checks every file; a change that leaves the
-  facts alone (most edits inside a method body do not) re-checks only that file.
+- *catalogue*: every rule's declarations (:mod:`swacheck.catalogue`), so that the
+  stages before parsing need not import the rules or libcst;
+- *run*: the result of an audit of exactly these files (paths and bytes): a warm audit
+  reads one entry;
+- *facts*: one file's first-pass :class:`ModuleFacts` (or its SWA999 finding), with
+  its digest, keyed by the file's bytes;
+- *findings*: one file's second-pass findings, additionally keyed by the digest of the
+  whole project index, since a rule may follow a helper into another file. A change to
+  any file that changes its facts therefore re-checks every file; a change that leaves
+  the facts alone (most edits inside a method body do not) re-checks only that file.
 
 Entries are pickles written atomically, each behind an HMAC under a key kept outside
 every audited tree (``$XDG_CACHE_HOME/swacheck/cache-key``, created on first use): the
@@ -33,7 +37,6 @@ from typing import Any
 
 from swacheck import __version__
 from swacheck.config import Config
-from swacheck.rule import Rule
 
 _GITIGNORE = "# Automatically created by swacheck.\n*\n"
 
@@ -46,12 +49,12 @@ def _code_digest() -> str:
     A development install changes rules and fact types without a version bump; a
     cached entry from other code must be a miss, never an object of a stale shape.
     """
-    import swacheck
-    import swacheck.rules
+    import importlib.util
 
     digest = hashlib.sha256()
-    for package in (swacheck, swacheck.rules):
-        for folder in package.__path__:
+    for package in ("swacheck", "swacheck.rules"):
+        spec = importlib.util.find_spec(package)  # located, not imported
+        for folder in (spec.submodule_search_locations or []) if spec else []:
             for path in sorted(Path(folder).rglob("*.py")):
                 info = path.stat()
                 digest.update(f"{path}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
@@ -85,18 +88,19 @@ def _mac(payload: bytes) -> bytes:
 
 
 class ResultCache:
-    def __init__(self, folder: Path, config: Config, rules: Sequence[type[Rule]]) -> None:
+    """Entries under ``folder`` for one configuration and, once :meth:`for_rules` names
+    them, one rule set (the rule catalogue is read before rules are selected)."""
+
+    def __init__(self, folder: Path, config: Config, rule_codes: Sequence[str] = ()) -> None:
         self.folder = folder
-        salt = "\0".join(
-            [
-                __version__,
-                _code_digest(),
-                config.fingerprint(),
-                ",".join(sorted(r.code for r in rules)),
-            ]
-        )
+        self._config = config
+        self._codes = tuple(sorted(rule_codes))
+        salt = "\0".join([__version__, _code_digest(), config.fingerprint(), ",".join(self._codes)])
         self._salt = hashlib.sha256(salt.encode()).hexdigest()
         self._ready = False
+
+    def for_rules(self, rule_codes: Sequence[str]) -> ResultCache:
+        return ResultCache(self.folder, self._config, rule_codes)
 
     def _prepare(self) -> bool:
         if not self._ready:

@@ -10,22 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from swacheck.config import Config
-from swacheck.rule import Rule
+from swacheck.catalogue import RuleSpec
 from swacheck.triggers import TriggerSet
 
 
 class Prefilter:
-    def __init__(self, rules: Iterable[type[Rule]], config: Config, enabled: bool = True) -> None:
+    def __init__(self, rules: Iterable[RuleSpec]) -> None:
         self.triggers: TriggerSet | None = None
-        if not enabled:
-            return
         collected: set[str] = set()
         for rule in rules:
-            rule_triggers = rule.triggers(config)
-            if rule_triggers is None:
+            if rule.triggers is None:
                 return
-            collected |= rule_triggers
+            collected |= rule.triggers
         self.triggers = TriggerSet(collected)
 
     def wants(self, data: bytes) -> bool:

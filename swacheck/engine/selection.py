@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import PurePosixPath
+from typing import Protocol, TypeVar
 
 from swacheck.config import Config, ConfigError
 from swacheck.finding import PARSE_ERROR_CODE
-from swacheck.rule import Rule
+
+
+class _Coded(Protocol):
+    code: str
+
+
+R = TypeVar("R", bound=_Coded)
 
 
 def _matches(code: str, selector: str) -> bool:
@@ -24,11 +31,11 @@ def _check_selectors(selectors: Iterable[str], codes: Sequence[str], what: str) 
 
 
 def select_rules(
-    rules: Sequence[type[Rule]],
+    rules: Sequence[R],
     config: Config,
     select: Sequence[str] | None = None,
     ignore: Sequence[str] | None = None,
-) -> list[type[Rule]]:
+) -> list[R]:
     """Rules enabled by configuration, with CLI ``--select``/``--ignore`` taking precedence."""
     codes = [r.code for r in rules] + [PARSE_ERROR_CODE]
     chosen_select = [s.upper() for s in (select if select is not None else config.select)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -13,9 +14,12 @@ class Swacheck:
     def __init__(self, cwd: Path) -> None:
         self.cwd = cwd
 
-    def __call__(self, *args: str, check_rc: int | None = None) -> subprocess.CompletedProcess[str]:
+    def __call__(
+        self, *args: str, check_rc: int | None = None, python: Sequence[str] = ()
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``swacheck *args``; ``python`` holds interpreter options (``-X importtime``)."""
         proc = subprocess.run(
-            [sys.executable, "-m", "swacheck", *args],
+            [sys.executable, *python, "-m", "swacheck", *args],
             cwd=self.cwd,
             capture_output=True,
             text=True,

@@ -327,9 +327,14 @@ class TestCache:
             write(tmp_path / f"m{i:02}.py", INT64_SWA)
         cold = swacheck("audit", "--jobs", "2", "--output-format", "json", check_rc=1).stdout
         entries = [p for p in (tmp_path / ".swacheck_cache").rglob("*") if p.is_file()]
-        assert len([p for p in entries if p.name != ".gitignore"]) == 2 * 30
+        # Facts and findings per file, the rule catalogue and the run's record.
+        assert len([p for p in entries if p.name != ".gitignore"]) == 2 * 30 + 2
         warm = swacheck("audit", "--jobs", "2", "--output-format", "json", check_rc=1).stdout
         assert warm == cold
+        # A new file misses the run record: every other file's entries are hits.
+        write(tmp_path / "new.py", INT64_SWA)
+        again = swacheck("audit", "--jobs", "2", "--output-format", "json", check_rc=1).stdout
+        assert len(json.loads(again)) == len(json.loads(cold)) + 1
 
     def test_cache_is_git_ignored_and_gives_the_same_findings(
         self, swacheck, tmp_path: Path
