@@ -19,6 +19,7 @@ from swacheck.config import Config
 from swacheck.engine.cache import ResultCache, facts_digest, project_digest
 from swacheck.engine.checker import CheckOutcome, check_parsed
 from swacheck.engine.fixer import apply_fixes, fixable, write_atomic
+from swacheck.engine.gc_pause import gc_paused
 from swacheck.engine.parse import Parsed, parse_regions, parse_source
 from swacheck.engine.selection import ignored_for_path, is_ignored
 from swacheck.engine.shards import ShardPool, parse_and_collect
@@ -173,7 +174,8 @@ class Passes:
     def run(self, sources: list[Source], result: AuditResult) -> None:
         """Audit ``sources`` into ``result`` (findings, files parsed, inactive rules)."""
         try:
-            self._audit(sources, self.options.rules, self.cache, result)
+            with gc_paused():
+                self._audit(sources, self.options.rules, self.cache, result)
         finally:
             if self._shards is not None:
                 self._shards.close()

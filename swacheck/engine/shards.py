@@ -18,6 +18,7 @@ from typing import Any
 from swacheck.analysis.index import ModuleFacts, ProjectIndex
 from swacheck.config import Config
 from swacheck.engine.checker import CheckOutcome, check_parsed, collect_facts
+from swacheck.engine.gc_pause import gc_paused
 from swacheck.engine.parse import Parsed, parse_regions
 from swacheck.finding import Finding
 from swacheck.rule import Rule
@@ -70,12 +71,13 @@ def _serve(
 ) -> None:
     """A worker: first pass, then (if asked) the second pass on the kept trees."""
     try:
-        parsed, results = parse_and_collect(items, rules, config, regions)
-        conn.send(("ok", results))
-        request = conn.recv()
-        if request is not None:
-            wanted, check_rules, project = request
-            conn.send(("ok", _second(items, parsed, wanted, check_rules, config, project)))
+        with gc_paused():  # the worker's trees live until it exits
+            parsed, results = parse_and_collect(items, rules, config, regions)
+            conn.send(("ok", results))
+            request = conn.recv()
+            if request is not None:
+                wanted, check_rules, project = request
+                conn.send(("ok", _second(items, parsed, wanted, check_rules, config, project)))
     except BaseException as exc:  # reported to the parent, which re-raises it
         conn.send(("error", exc))
     finally:
