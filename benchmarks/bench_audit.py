@@ -34,15 +34,22 @@ HERE = Path(__file__).parent
 
 
 def timed(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[float, int, str]:
-    """Wall seconds, peak RSS (MiB) of the child, and its stdout."""
-    with tempfile.TemporaryFile() as out:
+    """Wall seconds, peak RSS (MiB) of the command, and its stdout.
+
+    The peak comes from GNU time wrapped around the command where it is installed: a
+    child's own ``ru_maxrss`` starts from this (large) process's at fork on Linux.
+    """
+    gnu_time = shutil.which("time", path="/usr/bin")
+    with tempfile.TemporaryFile() as out, tempfile.NamedTemporaryFile("r") as peak:
+        wrapped = [gnu_time, "-f", "%M", "-o", peak.name, *cmd] if gnu_time else cmd
         start = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(wrapped, cwd=cwd, env=env, stdout=out, stderr=subprocess.DEVNULL)
         _, _, usage = os.wait4(proc.pid, 0)
         elapsed = time.perf_counter() - start
         proc.returncode = 0  # reaped by wait4
         out.seek(0)
-        return elapsed, usage.ru_maxrss // 1024, out.read().decode(errors="replace")
+        kib = int(peak.read().strip().splitlines()[-1]) if gnu_time else usage.ru_maxrss
+        return elapsed, kib // 1024, out.read().decode(errors="replace")
 
 
 def _largest_untriggered(tree: Path) -> Path:
