@@ -212,7 +212,6 @@ class Passes:
             if self.options.fix or self.options.diff:
                 findings = self._fix(source, findings, active, project, result)
             result.findings.extend(findings)
-        result.findings.sort(key=lambda f: f.sort_key)
 
     def _fix(
         self,
