@@ -30,7 +30,7 @@ def scoped_forward(san: Sanitizer, original: Callable[..., Any]) -> Callable[...
     """Run ``original`` as an explicit forward (nested ones join the outer forward)."""
 
     def forward(*args: Any, **kwargs: Any) -> Any:
-        san.begin_forward(batch_argument(args, kwargs))
+        san.forward_called(args, kwargs)
         try:
             result = original(*args, **kwargs)
         except BaseException:
@@ -49,7 +49,10 @@ def install_model_runner(san: Sanitizer, runner: object) -> None:
 def install_backend(san: Sanitizer, backend: object) -> None:
     def make(original: Callable[..., Any]) -> Callable[..., Any]:
         def init_forward_metadata(*args: Any, **kwargs: Any) -> Any:
-            san.dispatch(batch_argument(args, kwargs))
+            # Within a dispatched scope (a replay builds metadata after dispatching) there
+            # is nothing to do, not even finding the batch argument.
+            if not san.scope.dispatched:
+                san.dispatch(batch_argument(args, kwargs))
             return original(*args, **kwargs)
 
         return init_forward_metadata

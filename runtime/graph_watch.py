@@ -5,19 +5,27 @@ after populate (I4), and replay is a forward (I6, consequence check).
 A runner is recognised by its ``populate_from_forward_batch``/``replay``/``capture``
 methods. Each ``run_once`` call inside ``capture`` is one capture run; a runner without
 ``run_once`` counts its whole ``capture`` call as one.
+
+Populate and replay run on every graph decode step. What populate checks is worked out
+once per padded shape and kept as a :class:`PaddingPlan` (per location buffer: its
+padded tail as a view, and how the tails reach the device flags), valid while the
+buffers stay bound at the same address and size; a populate then costs a few
+comparisons and one device op, a ``torch.cat`` of every buffer's tail into a slot of the
+flags' staging ring.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from . import violations as V
-from .deferred import DeviceFlags, is_capturing, segment_size
+from .deferred import DeviceFlags, Layout, is_capturing, segment_size, staged_form
 from .forward_watch import batch_argument
-from .locations import AttributeScan, argument, parameters
+from .locations import AttributeScan, argument, parameters, unchanged
 
 if TYPE_CHECKING:
     from .sanitizer import Sanitizer
@@ -32,7 +40,8 @@ RAW_COUNT_NAMES = ("raw_num_token", "raw_num_tokens", "raw_bs")
 PADDED_COUNT_NAMES = ("num_tokens", "num_token", "padded_bs", "bs")
 # A location buffer is one whose name holds this (DESIGN.md, SWA003).
 LOCATION_WORD = "loc"
-# Padded-tail views kept for reuse (a few per bucket); the cache restarts when full.
+# Padded-tail views kept for reuse in padding plans (a few per bucket); the plans start
+# over when they hold this many.
 MAX_TAIL_VIEWS = 256
 
 
@@ -71,6 +80,51 @@ def _populate_owners(runner: object) -> list[object]:
     return owners
 
 
+class PaddingPlan:
+    """What one populate of a given padded shape checks (I4), worked out once: per
+    location buffer, the buffer with its address and size when planned and its padded
+    tail (a view, or ``None`` for a non-contiguous buffer, whose flattening is a copy).
+    In ``fast``, ``staged`` says, per device, which tails go into one ring slot with one
+    ``torch.cat`` (their int32 forms, where each lies in the slot, and each tail's
+    segment should the ring be unable to take them), and ``loose`` the tails ORed into
+    the accumulator one by one instead (see ``deferred.py``)."""
+
+    __slots__ = ("buffers", "found", "loose", "staged", "tails")
+
+    def __init__(
+        self,
+        found: list[tuple[str, str, torch.Tensor]],
+        buffers: list[tuple[torch.Tensor, int, int]],
+        tails: list[tuple[str, torch.Tensor, torch.Tensor | None]],
+        staged: list[Staged],
+        loose: list[tuple[torch.Tensor, torch.Tensor | None, DeviceFlags, int]],
+    ) -> None:
+        self.found = found
+        self.buffers = buffers
+        self.tails = tails
+        self.staged = staged
+        self.loose = loose
+
+    def holds(self) -> bool:
+        """Whether each buffer is still at the same address with the same size (the caller
+        checks that the scan that found them, ``found``, is still the last one)."""
+        for buffer, pointer, numel in self.buffers:
+            if buffer.data_ptr() != pointer or buffer.numel() != numel:
+                return False
+        return True
+
+
+# One device's staged tails in a padding plan: its flags, the tails' int32 forms in slot
+# order, where each lies in the slot, the slot length, and (segment, tail) per tail.
+Staged = tuple[
+    DeviceFlags,
+    tuple[torch.Tensor, ...],
+    Layout,
+    int,
+    tuple[tuple[int, torch.Tensor], ...],
+]
+
+
 class GraphRunnerWatch:
     def __init__(self, san: Sanitizer, runner: object) -> None:
         self.san = san
@@ -83,9 +137,11 @@ class GraphRunnerWatch:
         # Per populate owner: its location buffers; per buffer, its accumulator segment.
         self._location_buffers: dict[int, AttributeScan] = {}
         self._slots: dict[tuple[int, str], tuple[DeviceFlags, int]] = {}
-        # Padded tails as views, by (buffer, raw, padded): the buffers are static, so the
-        # same few views serve every populate (bounded by the buckets' sizes).
-        self._tails: dict[tuple[int, int, int], tuple[torch.Tensor, int, torch.Tensor]] = {}
+        # Per populate owner: the namespaces its populate checks for rebinding (_buffers).
+        self._watched: dict[int, list[tuple[dict[str, Any], tuple[Any, ...]]]] = {}
+        # Padding plans per populate owner by (raw, padded), and how many tails they hold.
+        self._plans: dict[int, dict[tuple[int, int], PaddingPlan]] = {}
+        self._planned_tails = 0
 
     def wrap_capture(self, original: Callable[..., Any]) -> Callable[..., Any]:
         san = self.san
@@ -117,7 +173,7 @@ class GraphRunnerWatch:
         san = self.san
 
         def run(*args: Any, **kwargs: Any) -> Any:
-            if not san.in_capture:
+            if not san.capture_depth:
                 return original(*args, **kwargs)
             san.begin_capture_run()
             try:
@@ -134,26 +190,67 @@ class GraphRunnerWatch:
         self._location_buffers[id(owner)] = AttributeScan(owner, _is_location_buffer)
 
         def make(original: Callable[..., Any]) -> Callable[..., Any]:
+            """After a populate: the static SWA buffers' dtype (I3), then the padded tails
+            (I4) unless the stream is capturing. It runs on every graph decode step, so
+            its common path is this one function: the buffers found by the last scans
+            (their namespaces compared by identity), the counts read where populate takes
+            them positionally, the padding plan for the shape, and in ``fast`` the tails
+            concatenated into the next ring slot of the device flags."""
             params = parameters(original)
+            runner = self.runner
             raw_params = _named(params, RAW_COUNT_NAMES)
             padded_params = _named(params, PADDED_COUNT_NAMES)
+            raw_count = _counter(raw_params, RAW_COUNT_NAMES, owner, runner)
+            padded_count = _counter(padded_params, PADDED_COUNT_NAMES, owner, runner)
+            raw_at = _position(raw_params)
+            padded_at = _position(padded_params)
+            san = self.san
+            swa_scan = self._swa_buffers
+            location_scan = self._location_buffers[id(owner)]
+            plans: dict[tuple[int, int], PaddingPlan] = {}
+            self._plans[id(owner)] = plans
+            cat = torch.cat
+            fast = not san.full
+            self._rescan(owner)
 
             def populate(*args: Any, **kwargs: Any) -> Any:
                 result = original(*args, **kwargs)
                 if not self._batch_locs_registered:
                     self._register_batch_locs()
-                self._check_buffer_dtypes("after populate_from_forward_batch")
-                if not is_capturing():
-                    raw = _count(args, kwargs, raw_params, RAW_COUNT_NAMES, owner, self.runner)
-                    if raw is None:
-                        batch = batch_argument(args, kwargs)
-                        locs = self.san.names.batch_locs(batch) if batch is not None else []
-                        raw = locs[0].numel() if locs else None
-                    padded = _count(
-                        args, kwargs, padded_params, PADDED_COUNT_NAMES, owner, self.runner
-                    )
-                    if raw is not None and padded is not None and padded > raw:
-                        self._check_padding(owner, raw, padded)
+                if not unchanged(self._watched[id(owner)]):
+                    self._rescan(owner)
+                self._check_dtypes(swa_scan.found, "after populate_from_forward_batch")
+                if is_capturing():
+                    return result
+                raw = args[raw_at] if len(args) > raw_at else None
+                if type(raw) is not int:
+                    raw = self._raw(raw_count, args, kwargs)
+                padded = args[padded_at] if len(args) > padded_at else None
+                if type(padded) is not int:
+                    padded = padded_count(args, kwargs)
+                if raw is None or padded is None or padded <= raw:
+                    return result
+                found = location_scan.found
+                plan = plans.get((raw, padded))
+                if plan is None or plan.found is not found or not plan.holds():
+                    plan = plans[(raw, padded)] = self._plan(owner, found, raw, padded)
+                san.padding_checks += len(plan.tails)
+                if not fast:
+                    self._compare_tails(owner, plan, raw, padded)
+                    return result
+                # Slot 0 is the sentinel, so a tail entry off it is simply a non-zero one:
+                # the tails go to the device flags as they are, read at a later safe point.
+                for flags, sources, layout, n, parts in plan.staged:
+                    out = flags.stage(layout, n)
+                    if out is not None:
+                        cat(sources, out=out)
+                    else:
+                        for segment, tail in parts:
+                            flags.accumulate(segment, raw, padded, tail)
+                for buffer, tail, flags, segment in plan.loose:
+                    if tail is None:
+                        tail = buffer.reshape(-1)[raw:padded]
+                    flags.accumulate(segment, raw, padded, tail)
                 return result
 
             return populate
@@ -166,7 +263,7 @@ class GraphRunnerWatch:
         def replay(*args: Any, **kwargs: Any) -> Any:
             if not self._batch_locs_registered:
                 self._register_batch_locs()
-            san.begin_forward(batch_argument(args, kwargs))
+            san.forward_called(args, kwargs)
             try:
                 san.dispatch()
                 result = original(*args, **kwargs)
@@ -188,28 +285,44 @@ class GraphRunnerWatch:
             self._batch_locs_registered = True
 
     def _check_buffer_dtypes(self, when: str) -> None:
+        self._check_dtypes(self._swa_buffers.tensors(), when)
+
+    def _check_dtypes(self, found: list[tuple[str, str, torch.Tensor]], when: str) -> None:
         san = self.san
-        for label, _, t in self._swa_buffers.tensors():
+        for label, _, t in found:
             san.dtype_checks += 1
             if t.dtype is not san.swa_dtype:
                 san.flag_dtype(t, f"{self.label}.{label} ({when})")
 
-    def _check_padding(self, owner: object, raw: int, padded: int) -> None:
-        """I4: every location buffer's padded tail points at the sentinel slot."""
-        san = self.san
-        for label, _, buffer in self._location_buffers[id(owner)].tensors():
-            if buffer.numel() < padded:
-                continue
-            tail = self._tail(buffer, raw, padded)
-            san.padding_checks += 1
-            if not san.full:
-                # Slot 0 is the sentinel, so a tail entry off it is simply a non-zero one.
-                flags, segment = self._slot(owner, label, buffer)
-                flags.accumulate(segment, raw, padded, tail)
-                continue
+    def _rescan(self, owner: object) -> None:
+        """Rescan the runner's SWA buffers and ``owner``'s location buffers, and note the
+        namespaces the two scans looked at (the input buffers are usually one of the
+        runner's), each once: what populate compares for a rebinding."""
+        swa, locations = self._swa_buffers, self._location_buffers[id(owner)]
+        swa.rescan()
+        locations.rescan()
+        seen: dict[int, tuple[dict[str, Any], tuple[Any, ...]]] = {}
+        for snapshot in (*swa.snapshots, *locations.snapshots):
+            seen.setdefault(id(snapshot[0]), snapshot)
+        self._watched[id(owner)] = list(seen.values())
+
+    def _raw(self, count: Counter, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
+        """The real token count of a populate call not passing it positionally."""
+        raw = count(args, kwargs)
+        if raw is None:
+            batch = batch_argument(args, kwargs)
+            locs = self.san.names.batch_locs(batch) if batch is not None else []
+            raw = locs[0].numel() if locs else None
+        return raw
+
+    def _compare_tails(self, owner: object, plan: PaddingPlan, raw: int, padded: int) -> None:
+        """``full``: every location buffer's padded tail points at the sentinel, read now."""
+        for label, buffer, tail in plan.tails:
+            if tail is None:
+                tail = buffer.reshape(-1)[raw:padded]
             where = tail.ne(SENTINEL_SLOT).nonzero().reshape(-1)[: V.MAX_VALUES]
             if where.numel():
-                san.record(
+                self.san.record(
                     V.PADDING_NOT_ZEROED,
                     f"{type(owner).__qualname__}.{label}: padded tail [{raw}:{padded}] holds "
                     f"non-sentinel slots at positions {[raw + i for i in where.tolist()]}; "
@@ -217,32 +330,57 @@ class GraphRunnerWatch:
                     values=tail[where].tolist(),
                 )
 
+    def _plan(
+        self, owner: object, found: list[tuple[str, str, torch.Tensor]], raw: int, padded: int
+    ) -> PaddingPlan:
+        """Work out what a populate of ``owner`` padded from ``raw`` to ``padded`` checks."""
+        if self._planned_tails >= MAX_TAIL_VIEWS:
+            for plans in self._plans.values():
+                plans.clear()
+            self._planned_tails = 0
+        buffers = []
+        tails: list[tuple[str, torch.Tensor, torch.Tensor | None]] = []
+        groups: dict[DeviceFlags, list[tuple[int, torch.Tensor, torch.Tensor]]] = {}
+        loose: list[tuple[torch.Tensor, torch.Tensor | None, DeviceFlags, int]] = []
+        for label, _, buffer in found:
+            buffers.append((buffer, buffer.data_ptr(), buffer.numel()))
+            if buffer.numel() < padded:
+                continue
+            if buffer.dim() == 1:
+                tail: torch.Tensor | None = buffer[raw:padded]
+            elif buffer.is_contiguous():
+                tail = buffer.view(-1)[raw:padded]
+            else:
+                tail = None
+            tails.append((label, buffer, tail))
+            if self.san.full:
+                continue
+            flags, segment = self._slot(owner, label, buffer)
+            form = None if tail is None else staged_form(tail)
+            if form is None:
+                loose.append((buffer, tail, flags, segment))
+            else:
+                groups.setdefault(flags, []).append((segment, tail, form))
+        staged: list[Staged] = []
+        for flags, members in groups.items():
+            layout, first = [], 0
+            for segment, _, form in members:
+                layout.append((segment, first, first + form.numel()))
+                first += form.numel()
+            sources = tuple(form for _, _, form in members)
+            parts = tuple((segment, tail) for segment, tail, _ in members)
+            staged.append((flags, sources, tuple(layout), first, parts))
+        self._planned_tails += len(tails)
+        return PaddingPlan(found, buffers, tails, staged, loose)
+
     def bookkeeping(self) -> dict[str, int]:
         """Sizes of what this watch keeps (see ``Sanitizer.bookkeeping``)."""
         scans = [self._swa_buffers, *self._location_buffers.values()]
         return {
             "scan_snapshot_values": sum(scan.snapshot_size() for scan in scans),
             "flag_slot_handles": len(self._slots),
-            "tail_views": len(self._tails),
+            "tail_views": self._planned_tails,
         }
-
-    def _tail(self, buffer: torch.Tensor, raw: int, padded: int) -> torch.Tensor:
-        """``buffer``'s flattened elements ``[raw:padded]``, a view cached while the buffer
-        keeps its memory (a non-contiguous buffer's flattening is a copy: never cached)."""
-        key = (id(buffer), raw, padded)
-        found = self._tails.get(key)
-        if found is not None and found[0] is buffer and found[1] == buffer.data_ptr():
-            return found[2]
-        if buffer.dim() == 1:
-            tail = buffer[raw:padded]
-        elif buffer.is_contiguous():
-            tail = buffer.view(-1)[raw:padded]
-        else:
-            return buffer.reshape(-1)[raw:padded]
-        if len(self._tails) >= MAX_TAIL_VIEWS:
-            self._tails.clear()
-        self._tails[key] = (buffer, buffer.data_ptr(), tail)
-        return tail
 
     def _slot(self, owner: object, label: str, buffer: torch.Tensor) -> tuple[DeviceFlags, int]:
         key = (id(owner), label)
@@ -266,23 +404,34 @@ def _named(
     return [(by_name[name], name) for name in names if name in by_name]
 
 
-def _count(
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
+def _position(params: list[tuple[int | None, str]]) -> int:
+    """Where the first of ``params`` is passed positionally (read directly), or a position
+    no call reaches if it cannot be."""
+    return params[0][0] if params and params[0][0] is not None else sys.maxsize
+
+
+Counter = Callable[[tuple[Any, ...], dict[str, Any]], int | None]
+
+
+def _counter(
     params: list[tuple[int | None, str]],
     names: tuple[str, ...],
     owner: object,
     runner: object,
-) -> int | None:
-    """The first of ``names`` that holds an int: populate's arguments, then attributes it
-    left on the owner, then on the runner."""
-    for index, name in params:
-        value = argument(args, kwargs, index, name)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    for source in (vars(owner), vars(runner)):
-        for name in names:
-            value = source.get(name)
+) -> Counter:
+    """Reads a count from a populate call: the first of ``names`` that holds an int among
+    its arguments (``params``), then attributes it left on the owner, then on the runner."""
+
+    def count(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
+        for index, name in params:
+            value = argument(args, kwargs, index, name)
             if isinstance(value, int) and not isinstance(value, bool):
                 return value
-    return None
+        for source in (vars(owner), vars(runner)):
+            for name in names:
+                value = source.get(name)
+                if isinstance(value, int) and not isinstance(value, bool):
+                    return value
+        return None
+
+    return count

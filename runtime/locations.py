@@ -4,19 +4,21 @@ SWA locations follow the linter's ``swa-loc-pattern`` (so ``out_cache_loc_swa`` 
 ``swa_loc`` are, ``full_to_swa_index_mapping`` is not); the batch's locations are the
 attributes named in ``batch_loc_names`` (SGLang's ``out_cache_loc``).
 
-Scans run on every forward, so they are written for speed: one pass over a batch finds
-both kinds, and long-lived objects (graph runners, their input buffers) are rescanned
-only when one of their attributes was rebound (:class:`AttributeScan`).
+Scans run on every forward, so they are written for speed: a batch is read through a
+plan per class and attribute names (``LocationNames.scan_batch``), and long-lived objects
+(graph runners, their input buffers) are rescanned only when one of their attributes was
+rebound (:class:`AttributeScan`).
 """
 
 from __future__ import annotations
 
+import enum
 import functools
 import inspect
 import operator
 import re
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -27,6 +29,19 @@ Span = tuple[torch.device, int, int]
 _BATCH_LOC = 1
 _SWA_LOC = 2
 MAX_NAMES = 4096
+# Batch plans kept (one per class scanned); they start over when full.
+MAX_PLANS = 64
+# Values never looked into for a dataclass: tensors, numbers, strings, containers, enums.
+_NEVER_HOLDERS = (torch.Tensor, int, float, complex, str, bytes, list, tuple, dict, set, enum.Enum)
+
+
+class BatchPlan(NamedTuple):
+    """How to read a namespace with these attribute names (in this order): the attributes
+    with location names and their kind bits, and the attributes that may hold a dataclass."""
+
+    names: tuple[str, ...]
+    locations: tuple[tuple[str, int], ...]
+    holders: tuple[str, ...]
 
 
 class LocationNames:
@@ -35,6 +50,7 @@ class LocationNames:
         self.batch_loc_names = batch_loc_names
         self.is_swa = functools.lru_cache(maxsize=MAX_NAMES)(self._is_swa)
         self._kinds: dict[str, int] = {}  # attribute name -> _BATCH_LOC | _SWA_LOC bits
+        self._plans: dict[type, BatchPlan] = {}  # the last plan per class of namespace
 
     def _is_swa(self, name: str) -> bool:
         return self._swa.search(name.lstrip("_")) is not None
@@ -49,35 +65,66 @@ class LocationNames:
 
     def scan_batch(self, obj: object) -> tuple[list[torch.Tensor], list[tuple[str, torch.Tensor]]]:
         """The batch-location tensors held by ``obj`` (or by a dataclass it holds), and its
-        SWA-location tensors as ``(label, tensor)``, in one pass: it runs on every forward,
-        so names are classified once and only non-tensor values asked for dataclass-ness."""
+        SWA-location tensors as ``(label, tensor)``.
+
+        It runs on every forward, and a Python-level pass over a batch's attributes costs
+        more than everything else a forward's checks do, so a namespace is read through a
+        :class:`BatchPlan` made once per class and attribute names (checked on every scan
+        as one tuple comparison in C): its attributes with location names, and those that
+        may hold a dataclass to look into (the ones that held ``None`` or an instance of a
+        class other than a tensor, number, string, container or enum when it was made)."""
         locs: list[torch.Tensor] = []
         swa: list[tuple[str, torch.Tensor]] = []
         namespace = getattr(obj, "__dict__", None)
-        if namespace is None:
-            return locs, swa
-        kinds, dataclass_types = self._kinds, _DATACLASS_TYPES
-        tensor = torch.Tensor
-        for name, value in namespace.items():
-            if isinstance(value, tensor):
-                kind = kinds.get(name)
-                if kind is None:
-                    kind = self._kind(name)
+        if namespace is not None:
+            self._collect(type(obj), namespace, "", locs, swa, True)
+        return locs, swa
+
+    def _collect(
+        self,
+        cls: type,
+        namespace: dict[str, Any],
+        prefix: str,
+        locs: list[torch.Tensor],
+        swa: list[tuple[str, torch.Tensor]],
+        outer: bool,
+    ) -> None:
+        names = tuple(namespace)
+        plan = self._plans.get(cls)
+        if plan is None or plan.names != names:
+            plan = self._plan(cls, namespace, names)
+        for name, kind in plan.locations:
+            value = namespace[name]
+            if isinstance(value, torch.Tensor):
                 if kind & _BATCH_LOC:
                     locs.append(value)
                 if kind & _SWA_LOC:
-                    swa.append((name, value))
-            elif dataclass_types.get(type(value), True) and _is_dataclass_instance(value):
-                for inner, inner_value in vars(value).items():
-                    if isinstance(inner_value, torch.Tensor):
-                        kind = kinds.get(inner)
-                        if kind is None:
-                            kind = self._kind(inner)
-                        if kind & _BATCH_LOC:
-                            locs.append(inner_value)
-                        if kind & _SWA_LOC:
-                            swa.append((f"{name}.{inner}", inner_value))
-        return locs, swa
+                    swa.append((prefix + name, value))
+        if outer:
+            for name in plan.holders:
+                value = namespace[name]
+                if value is not None and _is_dataclass_instance(value):
+                    self._collect(type(value), vars(value), name + ".", locs, swa, False)
+
+    def _plan(self, cls: type, namespace: dict[str, Any], names: tuple[str, ...]) -> BatchPlan:
+        locations, holders = [], []
+        for name, value in namespace.items():
+            kind = self._kinds.get(name)
+            if kind is None:
+                kind = self._kind(name)
+            if kind:
+                locations.append((name, kind))
+            elif not isinstance(value, _NEVER_HOLDERS):
+                holders.append(name)
+        plan = BatchPlan(names, tuple(locations), tuple(holders))
+        if len(self._plans) >= MAX_PLANS:
+            self._plans.clear()
+        self._plans[cls] = plan
+        return plan
+
+    def plans(self) -> int:
+        """Batch plans kept (at most ``MAX_PLANS``)."""
+        return len(self._plans)
 
     def known_names(self) -> int:
         """Attribute names classified so far (at most ``MAX_NAMES``)."""
@@ -142,47 +189,55 @@ class AttributeScan:
     the dataclasses it holds) that pass ``wanted(name, tensor)``.
 
     The scan is redone only when an attribute of the object or of one of those
-    dataclasses was rebound, added or removed since the last one (compared by identity,
-    a few pointer comparisons), so a graph runner's static buffers cost nothing to find
-    again on every populate, and a buffer reallocated by the engine is still seen.
+    dataclasses was rebound, added or removed since the last one, so a graph runner's
+    static buffers cost nothing to find again on every populate, and a buffer reallocated
+    by the engine is still seen (compared by identity, a pointer comparison per value).
     """
 
     def __init__(self, obj: object, wanted: Callable[[str, torch.Tensor], bool]) -> None:
         self.obj = obj
         self.wanted = wanted
-        self._snapshots: list[tuple[dict[str, Any], tuple[Any, ...]]] = []
-        self._found: list[tuple[str, str, torch.Tensor]] = []
-        self._scan()
+        # Per namespace looked at: the namespace and its values at the last scan.
+        self.snapshots: list[tuple[dict[str, Any], tuple[Any, ...]]] = []
+        # The wanted tensors found by the last scan (a new list object on every scan).
+        self.found: list[tuple[str, str, torch.Tensor]] = []
+        self.rescan()
 
     def tensors(self) -> list[tuple[str, str, torch.Tensor]]:
-        for namespace, values in self._snapshots:
-            if len(namespace) != len(values) or not all(
-                map(operator.is_, namespace.values(), values)
-            ):
-                self._scan()
-                break
-        return self._found
+        """The wanted tensors now (the same list object until a rescan)."""
+        if not unchanged(self.snapshots):
+            self.rescan()
+        return self.found
 
     def snapshot_size(self) -> int:
         """Attribute values held to tell a rebinding (constant while the object is)."""
-        return sum(len(values) for _, values in self._snapshots)
+        return sum(len(values) for _, values in self.snapshots)
 
-    def _scan(self) -> None:
+    def rescan(self) -> None:
         namespace = getattr(self.obj, "__dict__", None)
-        self._snapshots = []
+        self.snapshots = []
         if namespace is None:
-            self._found = []
+            self.found = []
             return
-        self._snapshots.append((namespace, tuple(namespace.values())))
-        for value in namespace.values():
+        values = tuple(namespace.values())
+        self.snapshots.append((namespace, values))
+        for value in values:
             if not isinstance(value, torch.Tensor) and _is_dataclass_instance(value):
                 inner = vars(value)
-                self._snapshots.append((inner, tuple(inner.values())))
-        self._found = [
+                self.snapshots.append((inner, tuple(inner.values())))
+        self.found = [
             (label, name, value)
             for label, name, value in attributes(self.obj)
             if isinstance(value, torch.Tensor) and self.wanted(name, value)
         ]
+
+
+def unchanged(snapshots: list[tuple[dict[str, Any], tuple[Any, ...]]]) -> bool:
+    """Whether every namespace still holds exactly the values snapshotted (by identity)."""
+    for namespace, values in snapshots:
+        if len(namespace) != len(values) or not all(map(operator.is_, namespace.values(), values)):
+            return False
+    return True
 
 
 def argument(args: tuple[Any, ...], kwargs: dict[str, Any], index: int | None, name: str) -> Any:
@@ -198,17 +253,3 @@ def span(t: torch.Tensor) -> Span:
     """The bytes ``t`` covers (at least one, so that an empty tensor still has a place)."""
     start = t.data_ptr()
     return (t.device, start, start + max(t.numel(), 1) * t.element_size())
-
-
-def starts_in(t: torch.Tensor, spans: tuple[Span, ...] | list[Span]) -> bool:
-    """Whether ``t`` starts inside one of ``spans`` (a view or slice of that tensor)."""
-    if not spans:
-        return False
-    pointer = t.data_ptr()
-    device = None
-    for where, start, end in spans:
-        if start <= pointer < end:
-            device = device or t.device
-            if device == where:
-                return True
-    return False

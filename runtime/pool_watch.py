@@ -6,13 +6,19 @@ tensor object of the live entry, not written since. Everything else is a miss,
 which records a new entry. That needs no knowledge of the pool's cache fields, so a
 foreign pool is checked exactly like the reference one.
 
-The wrappers run on every translation and every allocator call, so everything fixed
-per pool (names, labels, the mapping's storage reference) is worked out once, checks
-are counted in plain integers, and messages are only built for a violation.
+The wrappers run on every translation and every allocator call (some twenty calls a
+decode step), so everything fixed per pool (names, labels, the mapping's storage
+reference) is worked out once, checks are counted in plain integers, messages are only
+built for a violation, and what only a live entry can violate is skipped while there
+is none: ``live`` is the pool's entry while no invalidation has followed it (``entry``
+stays, invalidated, to recognise a hit served after an invalidation), and the
+sanitizer counts the pools with a live entry, so an invalidation that finds none, an
+allocator call and a scope boundary cost one integer test.
 """
 
 from __future__ import annotations
 
+import sys
 import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -21,10 +27,20 @@ import torch
 
 from . import violations as V
 from .deferred import is_capturing
-from .locations import starts_in
-from .model import CacheEntry, ScopeKind, TensorIdentity, caller, tensor_version
+from .locations import Span
+from .model import (
+    INTERNAL_FILES,
+    NOTHING_REPORTED,
+    STORAGE_OBJECTS_PRESERVED,
+    CacheEntry,
+    ScopeKind,
+    StorageRef,
+    TensorIdentity,
+    caller,
+    tensor_version,
+)
 from .roles import first_present
-from .wrapping import Patcher, public_methods
+from .wrapping import Patcher, Wrapped, public_methods, takes_no_arguments
 
 if TYPE_CHECKING:
     from .sanitizer import Sanitizer
@@ -63,13 +79,19 @@ class PoolWatch:
         self.label = label
         self.mapping_attr = mapping_attr
         self.kv_buffers = kv_buffers
+        # The last entry filled; the same entry while no invalidation has followed it; the
+        # kinds already reported against it (one missing invalidation, one report).
         self.entry: CacheEntry | None = None
+        self.live: CacheEntry | None = None
+        self.reported: frozenset[str] = NOTHING_REPORTED
         self._kv_depth = 0
         self._translate_name = config.translate_methods[0]
         self._invalidate_name = config.invalidate_methods[0]
-        # The last mapping tensor seen and its identity then (see ``_mapping_identity``).
+        # The last mapping tensor seen and its identity (see ``_mapping_identity``).
         self._mapping_seen: weakref.ref[torch.Tensor] | None = None
         self._mapping_known: TensorIdentity | None = None
+        # The invalidation methods' wrappers: in place only while an entry is live.
+        self._invalidators: list[Wrapped] = []
 
     # -- installation -------------------------------------------------------------------
 
@@ -81,7 +103,9 @@ class PoolWatch:
                 patcher.wrap_method(self.pool, name, self._wrap_translate)
         for name in config.invalidate_methods:
             if callable(getattr(self.pool, name, None)):
-                patcher.wrap_method(self.pool, name, self._wrap_invalidate)
+                self._invalidators.append(
+                    patcher.wrap_method(self.pool, name, self._wrap_invalidate)
+                )
         if callable(getattr(self.pool, SET_KV_BUFFER, None)):
             patcher.wrap_method(self.pool, SET_KV_BUFFER, self._wrap_set_kv_buffer)
         for name in public_methods(self.pool):
@@ -91,82 +115,151 @@ class PoolWatch:
     def mapping(self) -> torch.Tensor:
         return getattr(self.pool, self.mapping_attr)
 
-    def _mapping_identity(self) -> TensorIdentity:
-        """The mapping as it is now, reusing what holds still: while the pool keeps the same
-        tensor at the same address its storage is the same (a storage it is given, by
-        ``set_`` or ``.data =``, was allocated while the old one was alive), and while its
-        version holds too, so does the whole identity (one write per decode step, several
-        translations)."""
-        mapping = self.mapping()
-        known = self._mapping_known
-        if known is None or self._mapping_seen is None or self._mapping_seen() is not mapping:
-            self._mapping_seen = weakref.ref(mapping)
-            known = TensorIdentity.of(mapping)
-        elif known.data_ptr != mapping.data_ptr():
-            known = TensorIdentity.of(mapping)
-        elif known.version != tensor_version(mapping):
-            known = TensorIdentity.of(mapping, known.storage)
-        self._mapping_known = known
+    def _mapping_identity(self, mapping: torch.Tensor) -> TensorIdentity:
+        """Which tensor the mapping is now. The translate wrapper reuses the last answer
+        while the pool keeps the same tensor object at the same address and size: its
+        storage is then the same (a storage it is given, by ``set_`` or ``.data =``, was
+        allocated while the old one was alive)."""
+        self._mapping_seen = weakref.ref(mapping)
+        known = self._mapping_known = TensorIdentity(mapping)
         return known
+
+    def mark(self, kind: str) -> None:
+        """``kind`` was reported against the current entry: not again for it."""
+        self.reported = self.reported | {kind}
 
     # -- wrappers -----------------------------------------------------------------------
 
     def _wrap_translate(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        """Every translation passes here (twice a decode step), so the wrapper is one
+        function: the common path, a miss outside any live entry, calls nothing of the
+        sanitizer's and builds its record (:class:`CacheEntry`) as one tuple."""
         san = self.san
         pools = san.pools
         is_tensor = torch.Tensor
+        swa_dtype = san.swa_dtype
+        pool = self.pool
+        mapping_attr = self.mapping_attr
+        get_frame = sys._getframe
+        files = INTERNAL_FILES
+        make_ref = weakref.ref
+        preserved = STORAGE_OBJECTS_PRESERVED
+        tuple_new = tuple.__new__
+        invalidators = self._invalidators
 
         def translate(kv_indices: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
             # Earlier writes outside watched calls (I1), then the scope-start checks (I5/I6)
-            # if this is the scope's first cache access. Inlined, like the rest: every
-            # translation passes here.
-            for pool in pools:
-                entry = pool.entry
-                if entry is not None and not entry.invalidated:
-                    pool.check_mapping_write(None)
+            # if this is the scope's first cache access.
+            if san.live_pools:
+                for watch in pools:
+                    if watch.live is not None:
+                        watch.check_mapping_write(None)
             scope = san.scope
-            if scope.active and not scope.dispatched:
+            if not scope.dispatched and scope.active:
                 san.dispatch()
                 scope = san.scope
-            # A translation of something other than the batch's own locations (I7).
-            fresh = not self._kv_depth and not starts_in(
-                kv_indices, scope.batch_spans + san.static_batch_spans
-            )
-            entry = self.entry
-            if entry is not None and not entry.invalidated and scope.active:
-                self._check_key_change(entry, kv_indices, fresh)
+            pointer = kv_indices.data_ptr()
+            live = self.live
+            if live is not None and scope.active:
+                self._check_key_change(live, kv_indices, pointer)
             result = original(kv_indices, *args, **kwargs)
-            if isinstance(result, is_tensor):
-                # The same live result object again is a hit (I2); anything else a new entry.
-                entry = self.entry
-                san.stale_checks += 1
-                if entry is not None and entry.serves(result):
-                    self._check_hit(entry, kv_indices, result)
+            if not isinstance(result, is_tensor):
+                return result
+            # The same live result object again, unwritten, is a hit (I2); anything else a
+            # miss, which fills a new entry.
+            san.stale_checks += 1
+            try:
+                version = result._version
+            except RuntimeError:  # an inference tensor keeps no version
+                version = None
+            entry = self.entry
+            if entry is not None and entry.result() is result and entry.result_version == version:
+                self._check_hit(entry, kv_indices, result)
+            else:
+                try:
+                    key_version = kv_indices._version
+                except RuntimeError:
+                    key_version = None
+                mapping = getattr(pool, mapping_attr)
+                try:
+                    mapping_version = mapping._version
+                except RuntimeError:
+                    mapping_version = None
+                known = self._mapping_known
+                if (
+                    known is None
+                    or self._mapping_seen() is not mapping  # type: ignore[misc]
+                    or known.data_ptr != mapping.data_ptr()
+                    or known.numel != mapping.numel()
+                ):
+                    known = self._mapping_identity(mapping)
+                # Where: the calling frame, unless it is the sanitizer's own (a contract
+                # wrapper) or a file not classified yet.
+                frame = get_frame(1)
+                code = frame.f_code
+                if files.get(code.co_filename, True):
+                    code, offset = caller()
                 else:
-                    self.entry = CacheEntry(
-                        key=TensorIdentity.of(kv_indices),
-                        mapping=self._mapping_identity(),
-                        result=weakref.ref(result),
-                        result_version=tensor_version(result),
-                        fresh=fresh,
-                        scope_id=san.scope.scope_id,
-                        site=caller(),
-                    )
-                san.dtype_checks += 1
-                if result.dtype is not san.swa_dtype:
-                    san.flag_dtype(result, f"{self.label}.{self._translate_name}() output")
+                    offset = frame.f_lasti
+                if live is None:  # an entry goes live: invalidations matter again
+                    san.live_pools += 1
+                    for wrapped in invalidators:
+                        wrapped.step_in()
+                self.entry = self.live = tuple_new(  # type: ignore[call-overload]
+                    CacheEntry,
+                    (
+                        make_ref(kv_indices.untyped_storage())
+                        if preserved
+                        else StorageRef(kv_indices),
+                        pointer,
+                        kv_indices.numel(),
+                        kv_indices.dtype,
+                        key_version,
+                        known,
+                        mapping_version,
+                        make_ref(result),
+                        version,
+                        self._kv_depth > 0,
+                        scope.scope_id,
+                        code,
+                        offset,
+                    ),
+                )
+                self.reported = NOTHING_REPORTED
+            san.dtype_checks += 1
+            if result.dtype is not swa_dtype:
+                san.flag_dtype(result, f"{self.label}.{self._translate_name}() output")
             return result
 
         return translate
 
     def _wrap_invalidate(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        """An invalidation ends the live entry. With none live it has nothing to record, so
+        the wrappers step aside until the next miss fills one (engines invalidate in every
+        allocator call, some ten times a decode step, mostly with nothing live)."""
+
         def invalidate(*args: Any, **kwargs: Any) -> Any:
             result = original(*args, **kwargs)
-            if self.entry is not None:
-                self.entry.invalidated = True
+            if self.live is not None:
+                self.end_live()
             return result
 
-        return invalidate
+        def invalidate_no_arguments() -> Any:
+            result = original()
+            if self.live is not None:
+                self.end_live()
+            return result
+
+        # Invalidation methods usually take no arguments: without the packing of arguments
+        # that cannot come, the wrapper costs a third less.
+        return invalidate_no_arguments if takes_no_arguments(original) else invalidate
+
+    def end_live(self) -> None:
+        """The live entry was invalidated: no entry is live until the next miss."""
+        self.live = None
+        self.san.live_pools -= 1
+        for wrapped in self._invalidators:
+            wrapped.step_aside()
 
     def _wrap_set_kv_buffer(self, original: Callable[..., Any]) -> Callable[..., Any]:
         san = self.san
@@ -195,7 +288,20 @@ class PoolWatch:
 
     # -- checks -------------------------------------------------------------------------
 
-    def _check_key_change(self, entry: CacheEntry, kv: torch.Tensor, fresh: bool) -> None:
+    def _fresh(self, entry: CacheEntry) -> bool:
+        """Whether ``entry`` translated a freshly computed tensor, not the batch's own
+        locations (I7): not inside set_kv_buffer, and its key does not start inside one of
+        the scope's location spans. Worked out only when a check needs it (the entry is
+        live in its own scope), not on every miss."""
+        if entry.in_kv_write:
+            return False
+        token = entry.key_storage()
+        if token is None:
+            return True  # freed: not the batch's locations, which the batch holds
+        device = token.device if STORAGE_OBJECTS_PRESERVED else None  # type: ignore[attr-defined]
+        return not _starts_in(entry.key_ptr, device, self.san.own_spans())
+
+    def _check_key_change(self, entry: CacheEntry, kv: torch.Tensor, pointer: int) -> None:
         """I7: within one forward, another tensor is translated without an invalidation
         in between and one side is a freshly computed tensor (a fresh tensor freed and its
         address reused is the case where the pool would even hit). ``entry`` is live."""
@@ -203,11 +309,13 @@ class PoolWatch:
         if entry.scope_id != san.scope.scope_id:
             return
         san.fresh_checks += 1
-        if not (fresh or entry.fresh) or entry.key.difference(kv) is None:
+        fresh = not self._kv_depth and not _starts_in(pointer, kv.device, san.own_spans())
+        entry_fresh = self._fresh(entry)
+        if not (fresh or entry_fresh) or entry.key_difference(kv) is None:
             return  # batch locations may change key; the same tensor again is a plain hit
-        entry.reported.add(V.UNFLUSHED_FRESH_TRANSLATION)
+        self.mark(V.UNFLUSHED_FRESH_TRANSLATION)
         what = "a freshly computed tensor" if fresh else "the batch's locations"
-        before = "a fresh tensor's" if entry.fresh else "the batch locations'"
+        before = "a fresh tensor's" if entry_fresh else "the batch locations'"
         san.record(
             V.UNFLUSHED_FRESH_TRANSLATION,
             f"{self.label}: translating {what} ({kv.numel()} indices) while {before} "
@@ -218,16 +326,16 @@ class PoolWatch:
 
     def _check_hit(self, entry: CacheEntry, kv: torch.Tensor, result: torch.Tensor) -> None:
         san = self.san
-        if V.STALE_TRANSLATION in entry.reported or kv.numel() == 0:
+        if V.STALE_TRANSLATION in self.reported or kv.numel() == 0:
             return  # an empty translation cannot be wrong
-        if entry.invalidated:
+        if entry is not self.live:
             reason = "the cache was invalidated since it was filled"
         else:
-            reason = entry.key.difference(kv)
-            if reason is None and entry.mapping.difference(self.mapping()) is not None:
+            reason = entry.key_difference(kv)
+            if reason is None and entry.mapping_difference(self.mapping()) is not None:
                 reason = "the mapping was written since it was filled"
         if reason is not None:
-            entry.reported.add(V.STALE_TRANSLATION)
+            self.mark(V.STALE_TRANSLATION)
             san.record(
                 V.STALE_TRANSLATION,
                 f"{self.label}: cached translation from {entry.site} served for "
@@ -244,7 +352,7 @@ class PoolWatch:
         want = self.mapping()[kv.long()].to(result.dtype)
         if want.shape == result.shape and torch.equal(want, result):
             return
-        entry.reported.add(V.STALE_TRANSLATION)
+        self.mark(V.STALE_TRANSLATION)
         if want.shape != result.shape:
             where, got = (), ()
         else:
@@ -259,14 +367,30 @@ class PoolWatch:
     def check_mapping_write(self, method: str | None) -> None:
         """I1: the mapping moved under a live cached translation with no invalidation, during
         the watched ``method`` (``None``: outside any watched call)."""
-        entry = self.entry
-        if entry is None or entry.invalidated or V.UNINVALIDATED_MAPPING_WRITE in entry.reported:
+        entry = self.live
+        if entry is None or V.UNINVALIDATED_MAPPING_WRITE in self.reported:
             return
         self.san.mapping_checks += 1
-        reason = entry.mapping.difference(self.mapping())
+        mapping = getattr(self.pool, self.mapping_attr)
+        # The common answer without working it out (mutators run several times a decode
+        # step with an entry live): the tensor object the entry was gathered from (see
+        # ``_mapping_identity``), at the same address and size, its version not moved.
+        known = entry.mapping
+        seen = self._mapping_seen
+        if (
+            known is self._mapping_known
+            and seen is not None
+            and seen() is mapping
+            and entry.mapping_version is not None
+            and tensor_version(mapping) == entry.mapping_version
+            and mapping.data_ptr() == known.data_ptr
+            and mapping.numel() == known.numel
+        ):
+            return
+        reason = entry.mapping_difference(mapping)
         if reason is None:
             return
-        entry.reported.add(V.UNINVALIDATED_MAPPING_WRITE)
+        self.mark(V.UNINVALIDATED_MAPPING_WRITE)
         during = "outside any watched call" if method is None else f"during {method}()"
         self.san.record(
             V.UNINVALIDATED_MAPPING_WRITE,
@@ -275,21 +399,13 @@ class PoolWatch:
         )
 
     def check_scope_start(self, kind: ScopeKind, scope_id: int) -> None:
-        """I5/I6: a capture run or a forward must begin with no entry from before it."""
+        """I5/I6: a capture run or a forward must begin with no entry from before it (the
+        caller counts the check, for every pool, live entry or not)."""
+        entry = self.live
         kind_name = SCOPE_START_KIND[kind]
-        if kind is ScopeKind.FORWARD:
-            self.san.forward_start_checks += 1
-        else:
-            self.san.capture_start_checks += 1
-        entry = self.entry
-        if (
-            entry is None
-            or entry.invalidated
-            or entry.scope_id == scope_id
-            or kind_name in entry.reported
-        ):
+        if entry is None or entry.scope_id == scope_id or kind_name in self.reported:
             return
-        entry.reported.add(kind_name)
+        self.mark(kind_name)
         what = "a graph capture/warm-up run" if kind is ScopeKind.CAPTURE_RUN else "a forward"
         self.san.record(
             kind_name,
@@ -300,19 +416,26 @@ class PoolWatch:
 
     def check_scope_end(self) -> None:
         """I7: a fresh tensor's translation must not outlive its bracket."""
-        entry = self.entry
-        if entry is None or entry.invalidated or not entry.fresh:
+        entry = self.live
+        if entry is None or entry.scope_id != self.san.scope.scope_id:
             return
-        if entry.scope_id != self.san.scope.scope_id:
+        if V.UNFLUSHED_FRESH_TRANSLATION in self.reported or not self._fresh(entry):
             return
-        if V.UNFLUSHED_FRESH_TRANSLATION in entry.reported:
-            return
-        entry.reported.add(V.UNFLUSHED_FRESH_TRANSLATION)
+        self.mark(V.UNFLUSHED_FRESH_TRANSLATION)
         self.san.record(
             V.UNFLUSHED_FRESH_TRANSLATION,
             f"{self.label}: the fresh tensor's translation cached at {entry.site} is still live "
             f"when the forward ends; a later lookup at the same address would hit it",
         )
+
+
+def _starts_in(pointer: int, device: torch.device | None, spans: tuple[Span, ...]) -> bool:
+    """Whether a tensor starting at ``pointer`` on ``device`` (``None``: any) starts inside
+    one of ``spans`` (a view or slice of that tensor)."""
+    for where, start, end in spans:
+        if start <= pointer < end and (device is None or device == where):
+            return True
+    return False
 
 
 def _head(t: torch.Tensor) -> tuple[int, ...]:

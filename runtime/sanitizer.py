@@ -26,20 +26,33 @@ from swacheck.config import Config
 from . import violations as V
 from .consequence import KVWriteCheck
 from .contracts import SAMPLE_EVERY, Contract, install_contracts
-from .deferred import DeferredFlags, FlagSource, is_capturing
-from .forward_watch import install_backend, install_model_runner
+from .deferred import POLL_EVERY, DeferredFlags, FlagSource, is_capturing
+from .forward_watch import batch_argument, install_backend, install_model_runner
 from .graph_watch import GraphRunnerWatch, install_graph_runner
 from .locations import LocationNames, Span, span
-from .model import IDLE, Role, Scope, ScopeKind, Watched, site_codes
+from .model import Role, Scope, ScopeKind, Watched, site_codes
 from .pool_watch import PoolWatch
 from .report import SanitizerReport
 from .roles import detect_role
-from .wrapping import Patcher, public_methods
+from .wrapping import Patcher, forwarding, public_methods
 
 LEVELS = ("fast", "full")
 ACTIONS = ("raise", "log")
 
 logger = logging.getLogger("swacheck.runtime")
+
+# A mutator wrapper's body (``wrapping.forwarding``): the same as ``wrap_mutator``'s
+# generic wrapper, with the method's own parameters.
+_MUTATOR_BODY = """\
+    _sw_san._mutator_depth += 1
+    try:
+        _sw_result = CALL
+    finally:
+        _sw_san._mutator_depth -= 1
+    if _sw_san.live_pools and not _sw_san._mutator_depth:
+        _sw_check(_sw_name)
+    return _sw_result
+"""
 
 # Violations kept per kind for the report (all are counted).
 MAX_KEPT = 20
@@ -95,14 +108,22 @@ class Sanitizer:
         # first ``MAX_KEPT`` of each kind, like ``violations``.
         self.unraised: list[V.Violation] = []
         self.flags = DeferredFlags()
-        self.scope = IDLE
+        # Between scopes, ``scope`` is this sanitizer's idle scope.
+        self._idle = Scope(spans=())
+        self._active = Scope(ScopeKind.FORWARD)
+        self.scope = self._idle
         self._scope_ids = 0
+        # Pools whose cache holds a live (not invalidated) entry: while none does, the
+        # checks that only a live entry can fail (I1 at allocator exits, I5/I6 at scope
+        # starts, I7 at scope ends) are skipped, the checks still counted.
+        self.live_pools = 0
         # ``fast``: forwards until the contracts check one call each again (contracts.py),
         # at random strides from a fixed seed.
         self.rng = random.Random(0)
         self._until_contract_sample = self._contract_stride()
         self._mutator_depth = 0
-        self._capture_depth = 0
+        # Graph runners' ``capture`` calls in progress.
+        self.capture_depth = 0
         # Graph runners' static location buffers: the batch's locations whenever they are used
         # (held, so that their spans stay theirs).
         self.static_batch_locs: list[torch.Tensor] = []
@@ -262,17 +283,25 @@ class Sanitizer:
         name = getattr(original, "__qualname__", getattr(original, "__name__", "?"))
         pools = self.pools
 
+        def check(method: str) -> None:
+            for pool in pools:
+                if pool.live is not None:
+                    pool.check_mapping_write(method)
+
+        exact = forwarding(
+            original, _MUTATOR_BODY, {"_sw_san": self, "_sw_check": check, "_sw_name": name}
+        )
+        if exact is not None:
+            return exact
+
         def mutator(*args: Any, **kwargs: Any) -> Any:
             self._mutator_depth += 1
             try:
                 result = original(*args, **kwargs)
             finally:
                 self._mutator_depth -= 1
-            if not self._mutator_depth:
-                for pool in pools:
-                    entry = pool.entry
-                    if entry is not None and not entry.invalidated:
-                        pool.check_mapping_write(name)
+            if self.live_pools and not self._mutator_depth:
+                check(name)
             return result
 
         return mutator
@@ -282,22 +311,40 @@ class Sanitizer:
     def _new_scope(
         self, kind: ScopeKind, depth: int, batch: object | None = None, check: bool = False
     ) -> None:
-        """Open a scope; ``check``: the batch's SWA locations must have the SWA dtype (I3)."""
+        """Open a scope; ``check``: the batch's SWA locations must have the SWA dtype (I3).
+        The batch's locations are kept for the scope; where they lie (``own_spans``) is
+        worked out only if a check asks."""
         self._scope_ids += 1
-        spans: tuple[Span, ...] = ()
+        # One scope is active at a time: the same object serves every one, reset here.
+        scope = self._active
+        scope.kind = kind
+        scope.scope_id = self._scope_ids
+        scope.depth = depth
+        scope.dispatched = False
+        scope.spans = None
+        scope.locs = ()
+        self.scope = scope
         if batch is not None:
             locs, swa = self.names.scan_batch(batch)
-            for name, t in swa if check else ():
-                self.dtype_checks += 1
-                if t.dtype is not self.swa_dtype:
-                    self.flag_dtype(t, f"forward_batch.{name}")
-            spans = tuple(map(span, locs))
-        self.scope = Scope(kind, self._scope_ids, depth, spans)
+            scope.locs = locs
+            if check:
+                for name, t in swa:
+                    self.dtype_checks += 1
+                    if t.dtype is not self.swa_dtype:
+                        self.flag_dtype(t, f"forward_batch.{name}")
+
+    def own_spans(self) -> tuple[Span, ...]:
+        """Where the current scope's own locations lie: the batch's location tensors and
+        the graph runners' static location buffers (I7 tells fresh translations by them)."""
+        scope = self.scope
+        if scope.spans is None:
+            scope.spans = tuple(map(span, scope.locs))
+        return scope.spans + self.static_batch_spans
 
     def add_static_batch_locs(self, locs: list[torch.Tensor]) -> None:
         """A graph runner's static location buffers: the batch's own locations (I7)."""
         self.static_batch_locs.extend(locs)
-        self.static_batch_spans = tuple(span(t) for t in self.static_batch_locs)
+        self.static_batch_spans += tuple(span(t) for t in locs)
 
     def dispatch(self, batch: object | None = None) -> None:
         """A forward builds attention metadata, replays, or translates for the first time.
@@ -311,8 +358,22 @@ class Sanitizer:
         if scope.dispatched:
             return
         scope.dispatched = True
-        for pool in self.pools:
-            pool.check_scope_start(scope.kind, scope.scope_id)
+        if scope.kind is ScopeKind.FORWARD:
+            self.forward_start_checks += len(self.pools)
+        else:
+            self.capture_start_checks += len(self.pools)
+        if self.live_pools:
+            for pool in self.pools:
+                pool.check_scope_start(scope.kind, scope.scope_id)
+
+    def forward_called(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """A watched forward (or replay) was called with these arguments: nested in a
+        forward in progress it only joins it, without even looking for its batch."""
+        scope = self.scope
+        if scope.depth:
+            scope.depth += 1
+        else:
+            self.begin_forward(batch_argument(args, kwargs))
 
     def begin_forward(self, batch: object | None) -> None:
         """An explicit forward (model runner ``forward`` or a stand-alone ``replay``)."""
@@ -321,26 +382,26 @@ class Sanitizer:
             if scope.depth > 0:
                 scope.depth += 1
                 return
-            self._close_scope(True)  # an implicit forward ends here
+            self.close_scope(True)  # an implicit forward ends here
         try:
             self._new_scope(ScopeKind.FORWARD, 1, batch, check=True)
         except V.SWASanitizerError:  # a batch SWA location of the wrong dtype, raised
-            self._close_scope(False)
+            self.close_scope(False)
             raise
         if self.full and not is_capturing() and batch is not None:
             self._kv_check = KVWriteCheck.begin(self, batch)
 
     @property
     def in_capture(self) -> bool:
-        return self._capture_depth > 0
+        return self.capture_depth > 0
 
     def enter_capture(self) -> None:
         """A graph runner's ``capture`` begins: metadata built outside its runs is no forward."""
         self._end_implicit()
-        self._capture_depth += 1
+        self.capture_depth += 1
 
     def leave_capture(self) -> None:
-        self._capture_depth -= 1
+        self.capture_depth -= 1
 
     def begin_capture_run(self) -> None:
         if self.scope.active and self.scope.depth > 0:
@@ -355,16 +416,18 @@ class Sanitizer:
         self.scope.depth -= 1
         if self.scope.depth > 0:
             return
-        self._close_scope(ok)
+        self.close_scope(ok)
 
     def _end_implicit(self) -> None:
         if self.scope.active and self.scope.depth == 0:
-            self._close_scope(True)
+            self.close_scope(True)
 
     def _contract_stride(self) -> int:
         return self.rng.randint(1, 2 * SAMPLE_EVERY - 1)
 
-    def _close_scope(self, ok: bool) -> None:
+    def close_scope(self, ok: bool) -> None:
+        """The outermost exit of a scope: its end checks (when ``ok``: no exception is
+        propagating), then back to the idle scope."""
         if not self.full and not self._closed:
             self._until_contract_sample -= 1
             if not self._until_contract_sample:
@@ -374,18 +437,22 @@ class Sanitizer:
         kv_check, self._kv_check = self._kv_check, None
         try:
             if ok:
-                for pool in self.pools:
-                    entry = pool.entry
-                    if entry is not None and entry.fresh and not entry.invalidated:
+                if self.live_pools:
+                    for pool in self.pools:
                         pool.check_scope_end()
                 if kv_check is not None:
                     kv_check.finish()
-                if not is_capturing():
-                    found = self.flags.poll()
+                flags = self.flags
+                flags.safe_points += 1
+                if not flags.safe_points % POLL_EVERY:  # the poll's own test, inlined
+                    found = flags.poll_now()
                     if found:
                         self._record_flags(found, deferred=False)
         finally:
-            self.scope = IDLE
+            scope = self._active
+            scope.locs = ()  # the batch's tensors are not held past its forward
+            scope.spans = None
+            self.scope = self._idle
 
     def _record_flags(self, found: list[FlagSource], deferred: bool) -> None:
         for source in found:
@@ -443,7 +510,7 @@ class Sanitizer:
             "static_batch_locs": len(self.static_batch_locs),
             "violations_kept": len(self.violations),
             "unraised_kept": len(self.unraised),
-            "entry_reported": sum(len(p.entry.reported) for p in self.pools if p.entry),
+            "entry_reported": sum(len(p.reported) for p in self.pools),
             "dtype_flagged": len(self._dtype_flagged),
             "flag_devices": self.flags.devices(),
             "flag_slots": self.flags.slots(),

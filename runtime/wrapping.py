@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import functools
 import inspect
+import keyword
+import os
 from collections.abc import Callable
 from typing import Any
 
 _MISSING = object()
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
 
 # Marks a wrapper with what it wraps, so the original can be found (``original_of``).
 WRAPPED_ATTR = "__swacheck_wrapped__"
@@ -40,12 +44,87 @@ def public_methods(obj: object, skip_modules: tuple[str, ...] = ("torch.",)) -> 
     return names
 
 
+def forwarding(
+    original: Callable[..., Any], body: str, env: dict[str, Any]
+) -> Callable[..., Any] | None:
+    """A function taking exactly ``original``'s parameters, whose body is ``body`` (Python
+    source, indented by four spaces), where ``CALL`` stands for the call of ``original``
+    with the arguments received: a wrapper without the packing and unpacking of
+    ``*args, **kwargs``, which is a third of what a small wrapper costs. The body's own
+    names start with ``_sw_`` and come from ``env``. ``None`` if the signature cannot be
+    read or spelled (then wrap the generic way).
+
+    The code is compiled under a file name in this directory, so that the frames of the
+    wrapper count as the sanitizer's own when a violation's call site is looked for."""
+    try:
+        signature = inspect.signature(original)
+    except (TypeError, ValueError):
+        return None
+    params: list[str] = []
+    passed: list[str] = []
+    namespace = dict(env)
+    star = slash = False
+    for index, p in enumerate(signature.parameters.values()):
+        name = p.name
+        if not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_sw_"):
+            return None
+        default = ""
+        if p.default is not p.empty:
+            namespace[f"_sw_default_{index}"] = p.default
+            default = f"=_sw_default_{index}"
+        if p.kind is p.POSITIONAL_ONLY:
+            slash = True
+            params.append(name + default)
+            passed.append(name)
+            continue
+        if slash:
+            params.append("/")
+            slash = False
+        if p.kind is p.POSITIONAL_OR_KEYWORD:
+            params.append(name + default)
+            passed.append(name)
+        elif p.kind is p.VAR_POSITIONAL:
+            star = True
+            params.append("*" + name)
+            passed.append("*" + name)
+        elif p.kind is p.KEYWORD_ONLY:
+            if not star:
+                star = True
+                params.append("*")
+            params.append(name + default)
+            passed.append(f"{name}={name}")
+        else:  # VAR_KEYWORD
+            params.append("**" + name)
+            passed.append("**" + name)
+    if slash:
+        params.append("/")
+    namespace["_sw_original"] = original
+    call = f"_sw_original({', '.join(passed)})"
+    source = f"def _sw_wrapper({', '.join(params)}):\n{body.replace('CALL', call)}"
+    filename = os.path.join(_HERE, f"<wrapper of {_name(original)}>")
+    exec(compile(source, filename, "exec"), namespace)
+    return namespace["_sw_wrapper"]  # type: ignore[no-any-return]
+
+
+def _name(fn: Callable[..., Any]) -> str:
+    return getattr(fn, "__qualname__", getattr(fn, "__name__", "?"))
+
+
+def takes_no_arguments(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` (a bound method) has no parameters at all, so a wrapper can call it
+    without packing arguments (``False`` when its signature cannot be read)."""
+    try:
+        return not inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 class Wrapped:
     """One wrapper in place. It can step aside (what it shadowed shows through, so calls
     skip it entirely) and step back in; neither happens over an attribute that someone
     bound after it (theirs wins: undoing leaves it, and the wrapper stays as it was)."""
 
-    __slots__ = ("name", "namespace", "previous", "wrapper")
+    __slots__ = ("name", "namespace", "previous", "retired", "wrapper")
 
     def __init__(
         self, namespace: dict[str, Any], name: str, wrapper: Callable[..., Any], previous: Any
@@ -54,6 +133,7 @@ class Wrapped:
         self.name = name
         self.wrapper = wrapper
         self.previous = previous
+        self.retired = False  # taken off for good (the sanitizer closed): never steps in again
 
     def step_aside(self) -> None:
         if self.namespace.get(self.name) is not self.wrapper:
@@ -64,8 +144,13 @@ class Wrapped:
             self.namespace[self.name] = self.previous
 
     def step_in(self) -> None:
-        if self.namespace.get(self.name, _MISSING) is self.previous:
+        if not self.retired and self.namespace.get(self.name, _MISSING) is self.previous:
             self.namespace[self.name] = self.wrapper
+
+    def retire(self) -> None:
+        """Step aside for good."""
+        self.retired = True
+        self.step_aside()
 
 
 class Patcher:
@@ -92,7 +177,7 @@ class Patcher:
             setattr(wrapper, WRAPPED_ATTR, current)
         namespace[name] = wrapper
         wrapped = Wrapped(namespace, name, wrapper, previous)
-        self._undo.append(wrapped.step_aside)
+        self._undo.append(wrapped.retire)
         return wrapped
 
     def hook_init(self, cls: type, on_new: Callable[[object], None]) -> None:

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import torch
 
-from swacheck.runtime.deferred import POLL_EVERY, DeferredFlags
+from swacheck.runtime.deferred import (
+    POLL_EVERY,
+    RING_SLOTS,
+    DeferredFlags,
+    DeviceFlags,
+    staged_form,
+)
 
 
 def test_findings_wait_for_a_poll_and_name_their_buffer() -> None:
@@ -50,3 +56,65 @@ def test_growing_keeps_what_was_found() -> None:
     flag.accumulate(segment, 90, 100, bigger[90:100])
     assert sorted(s.label for s in flags.drain()) == ["first.loc", "first.loc"]
     assert flags.slots() == 42
+
+
+def _stage(flag: DeviceFlags, tails: list[tuple[int, torch.Tensor]]) -> bool:
+    """What the populate hot path does: one ``torch.cat`` of the tails' int32 forms into
+    the next ring slot (``False`` when the ring cannot take them)."""
+    forms = [staged_form(tail) for _, tail in tails]
+    assert all(form is not None for form in forms)
+    layout, first = [], 0
+    for (segment, _), form in zip(tails, forms, strict=True):
+        layout.append((segment, first, first + form.numel()))
+        first += form.numel()
+    out = flag.stage(tuple(layout), first)
+    if out is None:
+        return False
+    torch.cat(forms, out=out)
+    return True
+
+
+def test_staged_tails_name_their_buffer() -> None:
+    """int64 tails go in as int32 halves: non-zero exactly when the tail is."""
+    flags = DeferredFlags()
+    swa = torch.tensor([5, 6, 0, 0], dtype=torch.int32)
+    full = torch.tensor([9, 8, 0, 1 << 40])  # only the high half is non-zero
+    flag, swa_segment = flags.slot("Runner.out_cache_loc_swa", swa, lambda: "here:1")
+    _, full_segment = flags.slot("Runner.out_cache_loc", full, lambda: "there:2")
+    assert _stage(flag, [(swa_segment, swa[2:4]), (full_segment, full[2:4])])
+    found = [flags.poll() for _ in range(POLL_EVERY)]
+    assert found[:-1] == [[]] * (POLL_EVERY - 1)
+    assert [s.label for s in found[-1]] == ["Runner.out_cache_loc"]
+    assert flags.drain() == []
+
+
+def test_a_full_ring_is_emptied_without_losing_a_finding() -> None:
+    flags = DeferredFlags()
+    buffer = torch.zeros(8, dtype=torch.int32)
+    flag, segment = flags.slot("r.loc", buffer, lambda: "s")
+    dirty = buffer.clone()
+    dirty[7] = 3
+    assert _stage(flag, [(segment, dirty[6:8])])  # the one dirty populate, first
+    for _ in range(3 * RING_SLOTS):  # clean populates, far past the ring's slots
+        assert _stage(flag, [(segment, buffer[6:8])])
+    assert [s.label for s in flags.drain()] == ["r.loc"]
+
+
+def test_a_wider_populate_widens_the_ring() -> None:
+    flags = DeferredFlags()
+    small = torch.zeros(4, dtype=torch.int32)
+    flag, small_segment = flags.slot("small.loc", small, lambda: "s")
+    small[3] = 1
+    assert _stage(flag, [(small_segment, small[2:4])])
+    wide = torch.zeros(4 * flag.width, dtype=torch.int64)
+    wide[-1] = 2
+    _, wide_segment = flags.slot("wide.loc", wide, lambda: "s")
+    assert _stage(flag, [(wide_segment, wide[1:])])  # 2 * (4w - 1) int32 elements
+    assert sorted(s.label for s in flags.drain()) == ["small.loc", "wide.loc"]
+
+
+def test_tails_the_ring_cannot_take() -> None:
+    """Other dtypes and non-contiguous tails are accumulated instead (``staged_form``)."""
+    assert staged_form(torch.zeros(4, dtype=torch.int16)) is None
+    assert staged_form(torch.zeros(4, 2, dtype=torch.int32)[:, 0]) is None
+    assert staged_form(torch.zeros(4, dtype=torch.int64)).dtype is torch.int32

@@ -109,6 +109,27 @@ def test_mapping_written_outside_any_method(toy: SimpleNamespace) -> None:
     assert "outside any watched call" in report.violations[0].message
 
 
+@pytest.mark.parametrize(
+    "swap",
+    [
+        pytest.param(lambda pool, m: setattr(pool, "full_to_swa_index_mapping", m), id="rebound"),
+        pytest.param(lambda pool, m: pool.full_to_swa_index_mapping.set_(m), id="set_"),
+        pytest.param(lambda pool, m: setattr(pool.full_to_swa_index_mapping, "data", m), id="data"),
+    ],
+)
+def test_mapping_replaced_by_another_tensor(toy: SimpleNamespace, swap: object) -> None:
+    """A new mapping tensor (or storage) under a live entry is a mapping write too, however
+    its version counter reads."""
+    pool, locs = mapped_pool(toy)
+    with Sanitizer(level="fast", action="log") as san:
+        san.watch(pool)
+        pool.translate_loc_from_full_to_swa(locs)
+        swap(pool, pool.full_to_swa_index_mapping.clone())  # type: ignore[operator]
+        pool.translate_loc_from_full_to_swa(locs)  # no invalidation came in between
+        report = san.report()
+    assert report.counts[UNINVALIDATED_MAPPING_WRITE] == 1, report.violations
+
+
 def test_write_then_invalidate_is_fine(toy: SimpleNamespace) -> None:
     pool, locs = mapped_pool(toy)
     with Sanitizer(level="full") as san:
@@ -135,6 +156,29 @@ def test_hit_served_after_invalidation(toy: SimpleNamespace) -> None:
         pool.invalidate_loc_cache()
         with pytest.raises(StaleTranslationError, match="invalidated since"):
             pool.translate_loc_from_full_to_swa(locs)
+
+
+def test_invalidation_is_watched_only_while_an_entry_is_live(toy: SimpleNamespace) -> None:
+    """With nothing cached there is nothing to invalidate, so the wrapper is out of the way
+    (the pool's own method is called directly); a miss puts it back, and every
+    invalidation still ends the live entry (a hit after it is stale)."""
+    pool, locs = mapped_pool(toy)
+    with Sanitizer(level="fast", action="log") as san:
+        san.watch(pool)
+        assert "invalidate_loc_cache" in vars(pool)
+        pool.translate_loc_from_full_to_swa(locs)
+        kept = pool.invalidate_loc_cache  # a bound reference taken while it was live
+        pool.invalidate_loc_cache()
+        assert "invalidate_loc_cache" not in vars(pool)
+        pool.invalidate_loc_cache()  # the pool's own method: nothing to record
+        pool.translate_loc_from_full_to_swa(locs)  # a miss: live again
+        assert vars(pool)["invalidate_loc_cache"] is kept
+        pool.free(locs[:1])  # invalidates inside an allocator call
+        assert "invalidate_loc_cache" not in vars(pool)
+        assert san.report().ok
+        translate = pool.translate_loc_from_full_to_swa  # kept past the sanitizer's end
+    translate(locs[1:])  # a miss through the old wrapper: its invalidation stays off
+    assert "invalidate_loc_cache" not in vars(pool)
 
 
 def test_translation_dtype(toy: SimpleNamespace) -> None:

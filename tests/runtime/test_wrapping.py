@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
 from types import SimpleNamespace
 
 import pytest
 import torch
 
 from swacheck.runtime import Sanitizer, StaleTranslationError
-from swacheck.runtime.wrapping import Patcher, WrapError, original_of
+from swacheck.runtime.wrapping import Patcher, WrapError, forwarding, original_of
 
 
 def test_only_the_watched_instance_is_wrapped(toy: SimpleNamespace) -> None:
@@ -125,3 +127,68 @@ def test_watch_class_wraps_new_instances_until_close(toy: SimpleNamespace) -> No
     assert "translate_loc_from_full_to_swa" not in vars(after)
     assert "__init__" not in toy.Pool.__dict__ or toy.Pool.__init__.__name__ == "__init__"
     assert not hasattr(toy.Pool.__init__, "__wrapped__")
+
+
+class _Signatures:
+    """Methods with every kind of parameter, each returning what it received."""
+
+    def plain(self, a: object, b: object = 2) -> object:
+        return (a, b)
+
+    def positional_only(self, a: object, /, b: object, *, c: object = 3) -> object:
+        return (a, b, c)
+
+    def variadic(self, a: object, *rest: object, key: object = None, **extra: object) -> object:
+        return (a, rest, key, extra)
+
+    def nothing(self) -> object:
+        return ()
+
+
+BODY = """\
+    _sw_calls.append(1)
+    return CALL
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "kwargs"),
+    [
+        ("plain", (1,), {}),
+        ("plain", (1,), {"b": 5}),
+        ("plain", (), {"a": 1, "b": 5}),
+        ("positional_only", (1, 2), {"c": 9}),
+        ("positional_only", (1,), {"b": 2}),
+        ("variadic", (1, 2, 3), {"key": 4, "z": 5}),
+        ("variadic", (1,), {}),
+        ("nothing", (), {}),
+    ],
+)
+def test_forwarding_wrappers_take_exactly_the_originals_arguments(
+    name: str, args: tuple[object, ...], kwargs: dict[str, object]
+) -> None:
+    original = getattr(_Signatures(), name)
+    calls: list[int] = []
+    wrapper = forwarding(original, BODY, {"_sw_calls": calls})
+    assert wrapper is not None
+    assert wrapper(*args, **kwargs) == original(*args, **kwargs)
+    assert calls == [1]
+    assert _shape(wrapper) == _shape(original)
+
+
+def _shape(fn: Callable[..., object]) -> list[tuple[str, object, object]]:
+    """Parameters as names, kinds and defaults (annotations are not copied)."""
+    return [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()]
+
+
+def test_forwarding_refuses_what_it_cannot_spell() -> None:
+    def clash(_sw_calls: object) -> object:  # a parameter named like the body's own
+        return _sw_calls
+
+    assert forwarding(clash, BODY, {"_sw_calls": []}) is None
+    calls: list[int] = []
+    wrapper = forwarding(_Signatures().positional_only, BODY, {"_sw_calls": calls})
+    assert wrapper is not None
+    with pytest.raises(TypeError):
+        wrapper(a=1, b=2)  # positional-only stays positional-only
+    assert calls == []
