@@ -15,6 +15,7 @@ The last stdout line is one JSON object.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -51,6 +52,10 @@ GROUPS = {
 # Parts switched off inside wrappers that stay: the device flags' ``torch.cat`` per
 # populate (and so every poll), and the scan of the batch at the start of a forward.
 PARTS = ("device-flags", "batch-scan")
+# Every wrapper (but the invalidations', which ``fast`` steps aside while nothing is
+# cached) replaced by a bare pass-through wrapper checking nothing, no device flags: the
+# floor of hooking these methods per call at all.
+BARE = "bare-wrappers"
 
 
 def without_device_flags(san: Any) -> None:
@@ -77,7 +82,30 @@ def contender(args: argparse.Namespace, variant: str) -> bench.Contender:
         without_device_flags(c.san)
     elif removed == "batch-scan":
         c.san.names.scan_batch = lambda obj: ([], [])
+    elif variant == BARE:
+        hooked: dict[tuple[int, str], dict[str, Any]] = {}
+        for undo in reversed(c.san.patcher._undo):  # last wrapper first: stacks unwind
+            wrapped = getattr(undo, "__self__", None)
+            if wrapped is not None:
+                wrapped.retire()
+                hooked[(id(wrapped.namespace), wrapped.name)] = wrapped.namespace
+        skipped = set(c.san.config.invalidate_methods)  # stepped aside most of the time
+        for (_, name), namespace in hooked.items():
+            if name not in skipped:
+                namespace[name] = bare(getattr(owner_of(namespace), name))
     return c
+
+
+def owner_of(namespace: dict[str, Any]) -> object:
+    """The object whose ``__dict__`` is ``namespace``."""
+    return next(r for r in gc.get_referrers(namespace) if getattr(r, "__dict__", None) is namespace)
+
+
+def bare(original: Any) -> Any:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return original(*args, **kwargs)
+
+    return wrapper
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         layers=4,
         dtype="bfloat16" if args.device == "cuda" else "float32",
     )
-    variants = ["off", "fast", *(f"-{g}" for g in GROUPS), *(f"-{p}" for p in PARTS)]
+    variants = ["off", "fast", *(f"-{g}" for g in GROUPS), *(f"-{p}" for p in PARTS), BARE]
     contenders = [(v, contender(setup, v)) for v in variants]
     sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
     times: dict[str, list[float]] = {v: [] for v in variants}

@@ -38,10 +38,10 @@ import torch
 _INITIAL_SIZE = 64
 # Staging ring: slots per device, and int32 elements per slot at first (widened, outside
 # any copy in flight, when a populate's tails need more).
-RING_SLOTS = 32
+RING_SLOTS = 64
 _INITIAL_SLOT_WIDTH = 32
 # Safe points per poll of the accumulators.
-POLL_EVERY = 8
+POLL_EVERY = 32
 # Accumulator and ring views kept per device, by (segment, raw, padded) and by (slot,
 # length); each cache restarts when it holds half as many.
 MAX_FLAG_VIEWS = 1024
@@ -264,19 +264,18 @@ class DeviceFlags:
         return found
 
     def _read(self, values: torch.Tensor) -> list[int]:
-        if not values.any():
+        flat = values.tolist()  # not ``values.any()``: a CPU reduction wakes torch's threads
+        if not any(flat):
             return []
-        flat = values.tolist()
         return [i for i, (first, last) in enumerate(self.segments) if any(flat[first:last])]
 
     def _read_ring(self, values: torch.Tensor, layouts: list[Layout]) -> list[int]:
         """The segments whose tails were non-zero in the first ``len(layouts)`` slots of
         ``values`` (the ring or its mirror)."""
         width = self.width
-        used = values[: len(layouts) * width]
-        if not used.any():
-            return []  # the clean case: one reduction, no element brought to Python
-        flat = used.tolist()
+        flat = values[: len(layouts) * width].tolist()  # see ``_read``
+        if not any(flat):
+            return []
         found = []
         for slot, layout in enumerate(layouts):
             base = slot * width

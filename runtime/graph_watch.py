@@ -220,7 +220,10 @@ class GraphRunnerWatch:
                 if not unchanged(self._watched[id(owner)]):
                     self._rescan(owner)
                 self._check_dtypes(swa_scan.found, "after populate_from_forward_batch")
-                if is_capturing():
+                # Nothing goes to the device while the stream is capturing. Asking CUDA
+                # costs microseconds, so only within the runner's ``capture``: a runner
+                # captures its graphs there (that is how it was recognised).
+                if san.capture_depth and is_capturing():
                     return result
                 raw = args[raw_at] if len(args) > raw_at else None
                 if type(raw) is not int:
