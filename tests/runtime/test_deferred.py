@@ -1,5 +1,6 @@
-"""Device-side padding flags: one OR per populate, read only at every ``POLL_EVERY``-th
-safe point or when drained, each finding attributed to the buffer it came from."""
+"""Device-side padding flags: tails staged in a ring (or ORed into an accumulator) per
+populate, read only at every ``POLL_EVERY``-th safe point or when drained, each finding
+attributed to the buffer it came from."""
 
 from __future__ import annotations
 
