@@ -40,7 +40,7 @@ from .model import (
     tensor_version,
 )
 from .roles import first_present
-from .wrapping import Patcher, Wrapped, public_methods, takes_no_arguments
+from .wrapping import Patcher, Wrapped, public_methods
 
 if TYPE_CHECKING:
     from .sanitizer import Sanitizer
@@ -244,15 +244,7 @@ class PoolWatch:
                 self.end_live()
             return result
 
-        def invalidate_no_arguments() -> Any:
-            result = original()
-            if self.live is not None:
-                self.end_live()
-            return result
-
-        # Invalidation methods usually take no arguments: without the packing of arguments
-        # that cannot come, the wrapper costs a third less.
-        return invalidate_no_arguments if takes_no_arguments(original) else invalidate
+        return invalidate
 
     def end_live(self) -> None:
         """The live entry was invalidated: no entry is live until the next miss."""

@@ -110,15 +110,6 @@ def _name(fn: Callable[..., Any]) -> str:
     return getattr(fn, "__qualname__", getattr(fn, "__name__", "?"))
 
 
-def takes_no_arguments(fn: Callable[..., Any]) -> bool:
-    """Whether ``fn`` (a bound method) has no parameters at all, so a wrapper can call it
-    without packing arguments (``False`` when its signature cannot be read)."""
-    try:
-        return not inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
-
-
 class Wrapped:
     """One wrapper in place. It can step aside (what it shadowed shows through, so calls
     skip it entirely) and step back in; neither happens over an attribute that someone
