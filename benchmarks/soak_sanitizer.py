@@ -102,6 +102,7 @@ CAPPED = (
     "flag_views",
     "name_kinds",
     "name_cache",
+    "batch_plans",
     "site_codes",
 )
 
@@ -241,7 +242,7 @@ def bounded(sizes: dict[str, dict[str, int]], traced: dict[str, Any]) -> list[st
     from swacheck.runtime.contracts import MAX_SIGNATURES
     from swacheck.runtime.deferred import MAX_FLAG_VIEWS
     from swacheck.runtime.graph_watch import MAX_TAIL_VIEWS
-    from swacheck.runtime.locations import MAX_NAMES
+    from swacheck.runtime.locations import MAX_NAMES, MAX_PLANS
     from swacheck.runtime.model import MAX_CODES
 
     middle, end = sizes["middle"], sizes["end"]
@@ -252,6 +253,7 @@ def bounded(sizes: dict[str, dict[str, int]], traced: dict[str, Any]) -> list[st
         "flag_views": MAX_FLAG_VIEWS * end["flag_devices"],
         "name_kinds": MAX_NAMES,
         "name_cache": MAX_NAMES,
+        "batch_plans": MAX_PLANS,
         "site_codes": MAX_CODES,
     }
     grew += [k for k, cap in caps.items() if end[k] > cap]

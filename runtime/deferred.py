@@ -325,13 +325,7 @@ class DeferredFlags:
         call, only if something was accumulated or is in flight, and never while the
         stream is capturing, which is asked only then)."""
         self.safe_points += 1
-        if self.safe_points % POLL_EVERY:
-            return []
-        return self.poll_now()
-
-    def poll_now(self) -> list[FlagSource]:
-        """:meth:`poll` when its turn has come (the sanitizer counts safe points itself)."""
-        if all(f.idle for f in self._devices.values()):
+        if self.safe_points % POLL_EVERY or all(f.idle for f in self._devices.values()):
             return []
         if is_capturing():
             self.safe_points -= 1  # poll at the next safe point instead

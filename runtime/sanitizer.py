@@ -26,7 +26,7 @@ from swacheck.config import Config
 from . import violations as V
 from .consequence import KVWriteCheck
 from .contracts import SAMPLE_EVERY, Contract, install_contracts
-from .deferred import POLL_EVERY, DeferredFlags, FlagSource, is_capturing
+from .deferred import DeferredFlags, FlagSource, is_capturing
 from .forward_watch import batch_argument, install_backend, install_model_runner
 from .graph_watch import GraphRunnerWatch, install_graph_runner
 from .locations import LocationNames, Span, span
@@ -442,12 +442,9 @@ class Sanitizer:
                         pool.check_scope_end()
                 if kv_check is not None:
                     kv_check.finish()
-                flags = self.flags
-                flags.safe_points += 1
-                if not flags.safe_points % POLL_EVERY:  # the poll's own test, inlined
-                    found = flags.poll_now()
-                    if found:
-                        self._record_flags(found, deferred=False)
+                found = self.flags.poll()
+                if found:
+                    self._record_flags(found, deferred=False)
         finally:
             scope = self._active
             scope.locs = ()  # the batch's tensors are not held past its forward
@@ -499,7 +496,8 @@ class Sanitizer:
         - ``tail_views``, ``flag_views``: padded-tail views, at most ``MAX_TAIL_VIEWS`` per
           graph runner and ``MAX_FLAG_VIEWS`` per device;
         - ``name_kinds``, ``name_cache``: attribute names seen, at most ``MAX_NAMES``;
-          ``site_codes``: code objects seen, at most ``MAX_CODES``.
+          ``batch_plans``: classes of batch read, at most ``MAX_PLANS``;
+          ``site_codes``: source files seen, at most ``MAX_CODES``.
         """
         sizes = {
             "watched": len(self.watched),
@@ -518,6 +516,7 @@ class Sanitizer:
             "contract_signatures": sum(len(c.passed) for c in self.installed_contracts),
             "name_kinds": self.names.known_names(),
             "name_cache": self.names.is_swa.cache_info().currsize,
+            "batch_plans": self.names.plans(),
             "site_codes": site_codes(),
         }
         for watch in self.graph_watches:

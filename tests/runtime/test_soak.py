@@ -93,7 +93,7 @@ def test_growth_is_told_from_a_plateau(soak: ModuleType) -> None:
     a capped cache filling up within its cap does not."""
     middle = {"contracts": 2, "graph_watches": 1, "flag_devices": 1, "violations_kept": 0}
     middle |= {"contract_signatures": 3, "tail_views": 4, "flag_views": 4, "name_kinds": 5}
-    middle |= {"name_cache": 5, "site_codes": 5}
+    middle |= {"name_cache": 5, "batch_plans": 2, "site_codes": 5}
     traced = {"middle": 100_000, "end": 100_000}
     assert soak.bounded({"middle": middle, "end": dict(middle)}, traced) == []
     filling = {**middle, "contract_signatures": 60, "tail_views": 9}
