@@ -25,6 +25,7 @@ import argparse
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -70,7 +71,28 @@ def resolve(target: str) -> tuple[str, Path]:
 
 def audit(python: str, tree: Path, out: Path, extra: list[str]) -> dict[str, object]:
     start = time.perf_counter()
-    proc = subprocess.run(
+    # `python -m` puts the working directory first on sys.path: run from an empty folder so
+    # a checkout we happen to stand in cannot shadow the interpreter's own swacheck
+    with tempfile.TemporaryDirectory() as neutral:
+        proc = _run_swacheck(python, tree, extra, Path(neutral))
+    elapsed = time.perf_counter() - start
+    out.write_text(proc.stdout)
+    findings = json.loads(proc.stdout or "[]")
+    errors = [line for line in proc.stderr.splitlines() if "internal error" in line]
+    return {
+        "per_rule": dict(sorted(Counter(f["code"] for f in findings).items())),
+        "internal_errors": len(errors),
+        "first_errors": errors[:3],
+        "exit": proc.returncode,
+        "stderr_tail": proc.stderr.strip().splitlines()[-3:] if proc.returncode else [],
+        "seconds": round(elapsed, 1),
+    }
+
+
+def _run_swacheck(
+    python: str, tree: Path, extra: list[str], cwd: Path
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [
             python,
             "-m",
@@ -85,18 +107,8 @@ def audit(python: str, tree: Path, out: Path, extra: list[str]) -> dict[str, obj
         ],
         capture_output=True,
         text=True,
+        cwd=cwd,
     )
-    elapsed = time.perf_counter() - start
-    out.write_text(proc.stdout)
-    findings = json.loads(proc.stdout or "[]")
-    errors = [line for line in proc.stderr.splitlines() if "internal error" in line]
-    return {
-        "per_rule": dict(sorted(Counter(f["code"] for f in findings).items())),
-        "internal_errors": len(errors),
-        "first_errors": errors[:3],
-        "exit": proc.returncode,
-        "seconds": round(elapsed, 1),
-    }
 
 
 def run(args: argparse.Namespace) -> int:
