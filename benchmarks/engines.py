@@ -82,13 +82,19 @@ def _package_folder(root: Path, package: str) -> Path:
 def ensure(package: str, version: str) -> Path:
     """The extracted source folder of ``package==version`` (downloaded once, atomically)."""
     root = CACHE / f"{package}-{version}"
+    complete = root / ".complete"
+    if root.is_dir() and not complete.exists():
+        raise RuntimeError(
+            f"{root} is an incomplete extraction (no .complete marker: an older, non-atomic "
+            "engines.py was interrupted or is still writing it); delete it and run again"
+        )
     if not root.is_dir():
         CACHE.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=CACHE, prefix=f".{root.name}.") as tmp:
             staging = Path(tmp) / "tree"
             _extract_python(_download(f"{package}=={version}", Path(tmp)), staging)
             _package_folder(staging, package)  # a release without the package is an error
-            (staging / ".complete").touch()  # the marker earlier versions of this module read
+            (staging / ".complete").touch()  # also what earlier versions of this module read
             try:
                 staging.rename(root)
             except OSError:
