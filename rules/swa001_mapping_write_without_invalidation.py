@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import libcst as cst
 
+from swacheck.analysis.dataflow import FILL, INV
 from swacheck.analysis.order import (
     FunctionFlow,
-    OrderRule,
     Step,
-    config_terms,
     function_flow,
     invalidation_receiver,
     statement_of,
 )
-from swacheck.analysis.summaries import FILL, INV, WRITE, Target, function_key
+from swacheck.analysis.scope import config_terms
+from swacheck.analysis.skeletons import function_key
+from swacheck.analysis.summaries import Target
+from swacheck.analysis.writes import WRITE
 from swacheck.config import Config
 from swacheck.finding import Applicability, Fix
+from swacheck.order_rule import OrderRule
 from swacheck.rule import FixSafety, Invalid, Valid
 
 _POOL = """

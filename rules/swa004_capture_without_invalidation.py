@@ -7,25 +7,17 @@ from collections.abc import Callable
 
 import libcst as cst
 
+from swacheck.analysis.dataflow import FILL
+from swacheck.analysis.modes import guard_key, is_swa_word, swa_guard_polarity
 from swacheck.analysis.names import call_name, dotted_name
-from swacheck.analysis.order import (
-    FunctionFlow,
-    OrderRule,
-    config_terms,
-    function_flow,
-    resolver,
-)
-from swacheck.analysis.summaries import (
-    FILL,
-    Target,
-    guard_key,
-    is_swa_word,
-    swa_guard_polarity,
-)
+from swacheck.analysis.order import FunctionFlow, function_flow
+from swacheck.analysis.scope import config_terms
+from swacheck.analysis.summaries import Target, resolver
 from swacheck.analysis.walk import walk
 from swacheck.analysis.writes import CALL, Event
 from swacheck.config import Config
 from swacheck.finding import Applicability, Fix
+from swacheck.order_rule import OrderRule
 from swacheck.rule import FixSafety, Invalid, Valid
 from swacheck.triggers import exact, word
 

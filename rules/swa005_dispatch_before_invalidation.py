@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import libcst as cst
 
-from swacheck.analysis.order import (
-    FunctionFlow,
-    OrderRule,
-    config_terms,
-    function_flow,
-)
+from swacheck.analysis.order import FunctionFlow, function_flow
+from swacheck.analysis.scope import config_terms
 from swacheck.analysis.writes import CALL, Event
 from swacheck.config import Config
+from swacheck.order_rule import OrderRule
 from swacheck.rule import Invalid, Valid
 
 

@@ -5,16 +5,13 @@ from __future__ import annotations
 import libcst as cst
 
 from swacheck.analysis.aliases import strip_views
-from swacheck.analysis.order import (
-    FunctionFlow,
-    OrderRule,
-    config_terms,
-    function_flow,
-)
-from swacheck.analysis.summaries import FILL
+from swacheck.analysis.dataflow import FILL
+from swacheck.analysis.order import FunctionFlow, function_flow
+from swacheck.analysis.scope import config_terms
 from swacheck.analysis.walk import walk
 from swacheck.analysis.writes import CALL, WRITE, is_inplace_method
 from swacheck.config import Config
+from swacheck.order_rule import OrderRule
 from swacheck.rule import Invalid, Valid
 
 # The batch's own location tensor (what ``set_kv_buffer`` translates); translating it
