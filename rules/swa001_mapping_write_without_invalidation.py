@@ -12,9 +12,9 @@ from swacheck.analysis.order import (
     invalidation_receiver,
     statement_of,
 )
+from swacheck.analysis.resolve import Target
 from swacheck.analysis.scope import config_terms
 from swacheck.analysis.skeletons import function_key
-from swacheck.analysis.summaries import Target
 from swacheck.analysis.writes import WRITE
 from swacheck.config import Config
 from swacheck.finding import Applicability, Fix

@@ -11,8 +11,9 @@ from swacheck.analysis.dataflow import FILL
 from swacheck.analysis.modes import guard_key, is_swa_word, swa_guard_polarity
 from swacheck.analysis.names import call_name, dotted_name
 from swacheck.analysis.order import FunctionFlow, function_flow
+from swacheck.analysis.resolve import Target
 from swacheck.analysis.scope import config_terms
-from swacheck.analysis.summaries import Target, resolver
+from swacheck.analysis.summaries import resolver
 from swacheck.analysis.walk import walk
 from swacheck.analysis.writes import CALL, Event
 from swacheck.config import Config

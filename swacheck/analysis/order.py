@@ -20,8 +20,9 @@ import libcst as cst
 
 from swacheck.analysis.cfg import FALSE, TRUE
 from swacheck.analysis.dataflow import INV, Dataflow, Graph, constructed_before
+from swacheck.analysis.resolve import Target
 from swacheck.analysis.skeletons import CONSTRUCTORS, FunctionAnalysis, analyse_function
-from swacheck.analysis.summaries import NO_EFFECT, Summary, Target, resolver
+from swacheck.analysis.summaries import NO_EFFECT, Summary, resolver
 from swacheck.analysis.writes import WRITE, Event
 
 if TYPE_CHECKING:

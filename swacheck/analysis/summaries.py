@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from swacheck.analysis.dataflow import FILL, INV, Dataflow, Graph, constructed_before
+from swacheck.analysis.resolve import CallResolver, Target
 from swacheck.analysis.scope import ORDER_RULES, ScopeFacts
-from swacheck.analysis.skeletons import CONSTRUCTORS, FunctionSkeleton, function_key
+from swacheck.analysis.skeletons import CONSTRUCTORS, FunctionSkeleton
 from swacheck.analysis.writes import CALL, NONE, WRITE, Event
 
 if TYPE_CHECKING:
@@ -61,159 +62,15 @@ class Summary:
 NO_EFFECT = Summary()
 
 
-@dataclass(frozen=True)
-class Target:
-    """A resolved callee: the file and the function's key there."""
-
-    path: str
-    key: str
-    cls: str | None
-    name: str
-
-
-class SummaryResolver:
+class SummaryResolver(CallResolver):
     """Config-aware summaries over the audit's skeletons (memoised per audit)."""
 
     def __init__(self, project: ProjectIndex, names: Names, relevant: frozenset[str]) -> None:
-        self.project = project
-        self.names = names
+        super().__init__(project, names, relevant)
         self.kernel_writes = names.config.kernel_launch_writes
-        self.relevant = relevant
         self._summaries: dict[Target, Summary] = {}
         self._active: set[Target] = set()
-        self._classes: dict[str, list[ClassInfo]] = {}
-        self._functions: dict[str, list[str]] = {}
-        for path in sorted(relevant):
-            facts = project.modules.get(path)
-            if facts is None:
-                continue
-            for info in facts.classes:
-                self._classes.setdefault(info.name, []).append(info)
-            for key in facts.functions:
-                if "." not in key:
-                    self._functions.setdefault(key, []).append(path)
         self._callers: dict[Target, list[tuple[str, str, Event]]] | None = None
-        self._cache_attrs: dict[tuple[str, str], frozenset[str]] = {}
-
-    # -- classes ------------------------------------------------------------------
-
-    def resolve_class(self, name: str, near: str | None = None) -> ClassInfo | None:
-        candidates = self._classes.get(name.rsplit(".", 1)[-1], [])
-        for info in candidates:
-            if info.path == near:
-                return info
-        return candidates[0] if len(candidates) == 1 else None
-
-    def mro(self, info: ClassInfo) -> list[ClassInfo]:
-        seen: dict[tuple[str, str], ClassInfo] = {}
-
-        def walk(cls: ClassInfo) -> None:
-            if (cls.path, cls.name) in seen:
-                return
-            seen[(cls.path, cls.name)] = cls
-            for base in cls.bases:
-                resolved = self.resolve_class(base, near=cls.path)
-                if resolved is not None:
-                    walk(resolved)
-
-        walk(info)
-        return list(seen.values())
-
-    def find_method(self, info: ClassInfo, name: str, skip_self: bool = False) -> Target | None:
-        for cls in self.mro(info)[1 if skip_self else 0 :]:
-            if name in cls.methods:
-                return Target(cls.path, function_key(cls.name, name), cls.name, name)
-        return None
-
-    def attribute_class(self, info: ClassInfo, attr: str) -> ClassInfo | None:
-        for cls in self.mro(info):
-            type_name = cls.attribute_types.get(attr)
-            if type_name:
-                return self.resolve_class(type_name, near=cls.path)
-        return None
-
-    def defines(self, info: ClassInfo, name: str) -> bool:
-        return self.find_method(info, name) is not None
-
-    def cache_attributes(self, info: ClassInfo) -> frozenset[str]:
-        """The attributes the class's invalidation method resets on ``self``.
-
-        Resetting one of them to ``None`` directly (``self._cached_loc_key = None``, DSV4's
-        ``self.cached_loc = None`` in ``register_mapping``) is an inline invalidation.
-        """
-        key = (info.path, info.name)
-        cached = self._cache_attrs.get(key)
-        if cached is not None:
-            return cached
-        attrs: set[str] = set()
-        for method in self.names.config.invalidate_methods:
-            target = self.find_method(info, method)
-            skeleton = self.skeleton(target) if target is not None else None
-            if skeleton is None:
-                continue
-            for events in skeleton.events:
-                for event in events:
-                    if event.kind == WRITE and event.rebinding and event.receiver == "self":
-                        attrs.add(event.name)
-        result = frozenset(attrs)
-        self._cache_attrs[key] = result
-        return result
-
-    # -- skeletons -------------------------------------------------------------------
-
-    def skeleton(self, target: Target) -> FunctionSkeleton | None:
-        facts = self.project.modules.get(target.path)
-        return facts.functions.get(target.key) if facts is not None else None
-
-    def receiver_class(
-        self, receiver: str | None, cls: ClassInfo | None, types: dict[str, str], path: str
-    ) -> ClassInfo | None:
-        """The class of a dotted receiver (``self``, ``self.pool``, ``pool``), if known."""
-        if receiver is None or receiver == "?":
-            return None
-        parts = receiver.split(".")
-        if parts[0] == "self":
-            current = cls
-        elif parts[0] in types:
-            current = self.resolve_class(types[parts[0]], near=path)
-        else:
-            return None
-        for attr in parts[1:]:
-            if current is None:
-                return None
-            current = self.attribute_class(current, attr)
-        return current
-
-    def resolve_call(
-        self, event: Event, cls: ClassInfo | None, types: dict[str, str], path: str
-    ) -> Target | None:
-        """The function a CALL event runs, when the audit knows it."""
-        if event.receiver is None:
-            if event.name in types:
-                return None
-            paths = self._functions.get(event.name, [])
-            if path in paths:
-                return Target(path, event.name, None, event.name)
-            if len(paths) == 1:
-                return Target(paths[0], event.name, None, event.name)
-            return None
-        if event.receiver == "super()":
-            return self.find_method(cls, event.name, skip_self=True) if cls else None
-        owner = self.receiver_class(event.receiver, cls, types, path)
-        if owner is None:
-            return None
-        return self.find_method(owner, event.name)
-
-    def class_of(self, path: str, name: str | None) -> ClassInfo | None:
-        if name is None:
-            return None
-        facts = self.project.modules.get(path)
-        if facts is None:
-            return None
-        for info in facts.classes:
-            if info.name == name:
-                return info
-        return None
 
     # -- summaries ---------------------------------------------------------------------
 

@@ -12,8 +12,9 @@ from swacheck.analysis.aliases import local_aliases
 from swacheck.analysis.cfg import build_cfg
 from swacheck.analysis.index import ProjectIndex, index_module
 from swacheck.analysis.names import Names
+from swacheck.analysis.resolve import Target
 from swacheck.analysis.scope import ScopeFacts
-from swacheck.analysis.summaries import SummaryResolver, Target
+from swacheck.analysis.summaries import SummaryResolver
 from swacheck.analysis.writes import WRITE, node_events
 from swacheck.config import Config
 
