@@ -34,8 +34,10 @@ class OrderRule(Rule):
         return activation(config)
 
     @classmethod
-    def is_active(cls, project: ProjectIndex) -> bool:
-        return order_rule_active(cls.code, project)
+    def inactive_reason(cls, project: ProjectIndex, config: Config) -> str | None:
+        if order_rule_active(cls.code, project):
+            return None
+        return f"no audited file defines {', '.join(config.invalidate_methods)}"
 
     @classmethod
     def collect_facts(cls, context: FileContext) -> ScopeFacts:

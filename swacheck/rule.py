@@ -109,9 +109,10 @@ class Rule(cst.BatchableCSTVisitor):
         return None
 
     @classmethod
-    def is_active(cls, project: ProjectIndex) -> bool:
-        """Whether the rule applies to this audit at all (DESIGN.md's scope rules)."""
-        return True
+    def inactive_reason(cls, project: ProjectIndex, config: Config) -> str | None:
+        """Why the rule does not apply to this audit at all (DESIGN.md's scope rules), or
+        ``None`` when it does; decided on the first pass's facts."""
+        return None
 
     @classmethod
     def activation(cls, config: Config) -> tuple[frozenset[str], re.Pattern[bytes]] | None:
@@ -119,8 +120,9 @@ class Rule(cst.BatchableCSTVisitor):
 
         ``(literals, pattern)``: a file counts when it holds one of the literals and
         matches the pattern. Checked on raw bytes before anything is parsed, so a rule
-        that cannot apply (DESIGN.md's scope rules) costs nothing; must agree with
-        :meth:`is_active`, which decides on the parsed facts.
+        that cannot apply (DESIGN.md's scope rules) costs nothing. It must be a necessary
+        condition of :meth:`inactive_reason` returning ``None`` (which decides on the
+        parsed facts), so that ``--no-prefilter`` gives the same findings.
         """
         return None
 
