@@ -57,13 +57,20 @@ class CudaGraphRunner:
         return out
 """
 
-_POOL_FILE = {
-    "pool.py": """
+# The translation cache the captures must not pollute: a memoising translate.
+_POOL = """
 class SWAKVPool:
     def invalidate_loc_cache(self):
         self._cached_loc_key = None
+
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        key = (kv_indices.data_ptr(), kv_indices.numel())
+        if key != self._cached_loc_key:
+            self._cached_swa_loc = self.full_to_swa_index_mapping[kv_indices]
+            self._cached_loc_key = key
+        return self._cached_swa_loc
 """
-}
+_POOL_FILE = {"pool.py": _POOL}
 
 
 class CaptureWithoutInvalidation(OrderRule):
@@ -82,6 +89,13 @@ class CaptureWithoutInvalidation(OrderRule):
     forward counts as a cache fill, so a warm-up iteration leaves the cache dirty for
     the next one. Only SWA code is checked: the enclosing class (or module) mentions SWA
     (`is_hybrid_swa`, `SWAKVPool`, ...) or a configured name.
+
+    The rule applies where the audit holds a translation cache (DESIGN.md's scope
+    rules; see SWA001 for what counts as one: a memoising translate method, or an
+    attribute filled from a translation that the invalidation resets and that is not
+    refilled on the caller's schedule) and defines an invalidation method. A capture
+    runs the model, which may fill any such cache, so there every SWA capture run
+    needs the invalidation.
 
     ## Why is this bad?
     A warm-up run that fills the translation cache makes the capture run hit the
@@ -184,7 +198,8 @@ class Runner:
 
     def invalidate_loc_cache(self):
         pass
-"""
+""",
+            files=_POOL_FILE,
         ),
         # a context manager named `forward_*` runs no forward
         Valid(
@@ -225,7 +240,7 @@ class Runner:
         with torch.cuda.graph(self.graph):
             self.model.forward(batch)
 """,
-            files={"pool.py": "class P:\n    def invalidate_loc_cache(self):\n        pass\n"},
+            files=_POOL_FILE,
         ),
     ]
     INVALID = [
@@ -295,6 +310,7 @@ class Runner:
         pass
 """,
             line=10,
+            files=_POOL_FILE,
         ),
         # capture_begin/capture_end right after a warm-up forward
         Invalid(
@@ -312,6 +328,7 @@ class Runner:
         pass
 """,
             line=7,
+            files=_POOL_FILE,
         ),
         # an inherited helper (another file) that only fills, no invalidation
         Invalid(
@@ -337,7 +354,8 @@ class BaseRunner:
 
     def prepare_swa(self, bs):
         self.pool.translate_loc_from_full_to_swa(self.out_cache_loc[:bs])
-"""
+""",
+                **_POOL_FILE,
             },
         ),
         # an implicit capture (a compiler backend captures on the second call): the
@@ -396,6 +414,7 @@ class Runner:
 """,
             line=12,
             config={"invalidate-methods": ["flush_translations"]},
+            files={"pool.py": _POOL.replace("invalidate_loc_cache", "flush_translations")},
         ),
     ]
 

@@ -11,6 +11,21 @@ from swacheck.config import Config
 from swacheck.order_rule import OrderRule
 from swacheck.rule import Invalid, Valid
 
+# The translation cache a forward must not be served stale from: a memoising translate.
+_POOL = """
+class SWAKVPool:
+    def invalidate_loc_cache(self):
+        self._cached_loc_key = None
+
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        key = (kv_indices.data_ptr(), kv_indices.numel())
+        if key != self._cached_loc_key:
+            self._cached_swa_loc = self.full_to_swa_index_mapping[kv_indices]
+            self._cached_loc_key = key
+        return self._cached_swa_loc
+"""
+_POOL_FILE = {"pool.py": _POOL}
+
 
 def is_replay(event: Event) -> bool:
     return event.kind == CALL and event.name.startswith("replay")
@@ -33,6 +48,10 @@ class DispatchBeforeInvalidation(OrderRule):
     dispatches, replay included. Invalidations through helpers (same class, bases,
     other files of the audit) count; a mode guard (`if self.is_hybrid_swa:`) is taken
     as true.
+
+    The rule applies where the audit holds a translation cache (DESIGN.md's scope
+    rules; see SWA001 for what counts as one) and defines an invalidation method: a
+    dispatch runs the model, which may be served from any such cache.
 
     ## Why is this bad?
     Every forward path (eager, graph replay, piecewise, breakable) must start from an
@@ -66,7 +85,7 @@ class ModelRunner:
             return self.forward_decode(forward_batch)
         return self.forward_extend(forward_batch)
 """,
-            files={"pool.py": "class Pool:\n    def invalidate_loc_cache(self):\n        pass\n"},
+            files=_POOL_FILE,
         ),
         # an early return that dispatches nothing needs no invalidation
         Valid(
@@ -82,7 +101,8 @@ class ModelRunner:
         if self.can_run(batch):
             return self.graph_runner.replay(batch)
         return self.forward_decode(batch)
-"""
+""",
+            files=_POOL_FILE,
         ),
         # the invalidation through a helper of the same class, in a try/finally
         Valid(
@@ -102,7 +122,8 @@ class ModelRunner:
             return self.forward_extend(batch)
         finally:
             self.invalidate_loc_cache()
-"""
+""",
+            files=_POOL_FILE,
         ),
         # a dispatcher that never invalidates is left to its caller
         Valid(
@@ -115,7 +136,8 @@ class ModelRunner:
         if can_run_graph:
             return self.graph_runner.replay(batch)
         return self.forward_decode(batch)
-"""
+""",
+            files=_POOL_FILE,
         ),
         # loops: each iteration invalidates before its dispatch
         Valid(
@@ -131,7 +153,8 @@ class ModelRunner:
                 self.graph_runner.replay(batch)
             else:
                 self.forward_extend(batch)
-"""
+""",
+            files=_POOL_FILE,
         ),
     ]
     INVALID = [
@@ -151,7 +174,7 @@ class ModelRunner:
         return self.forward_extend(forward_batch)
 """,
             line=5,
-            files={"pool.py": "class Pool:\n    def invalidate_loc_cache(self):\n        pass\n"},
+            files=_POOL_FILE,
         ),
         # the invalidation sits in one branch only
         Invalid(
@@ -168,6 +191,7 @@ class ModelRunner:
         return self.forward_extend(batch)
 """,
             line=10,
+            files=_POOL_FILE,
         ),
         # the invalidation comes after the dispatch
         Invalid(
@@ -185,6 +209,7 @@ class ModelRunner:
         return out
 """,
             line=8,
+            files=_POOL_FILE,
         ),
         # inherited helper (another file) invalidates, but only on the eager path
         Invalid(
@@ -201,6 +226,7 @@ class ModelRunner(BaseRunner):
 """,
             line=7,
             files={
+                **_POOL_FILE,
                 "base.py": """
 class BaseRunner:
     def invalidate_loc_cache(self):
@@ -208,7 +234,7 @@ class BaseRunner:
 
     def _reset_swa(self):
         self.invalidate_loc_cache()
-"""
+""",
             },
         ),
         # custom names from [tool.swacheck]
@@ -226,6 +252,7 @@ class ModelRunner:
 """,
             line=8,
             config={"invalidate-methods": ["flush_translations"]},
+            files={"pool.py": _POOL.replace("invalidate_loc_cache", "flush_translations")},
         ),
     ]
 

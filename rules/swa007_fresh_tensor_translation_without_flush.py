@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from swacheck.analysis.aliases import strip_views
+from swacheck.analysis.caches import CacheModel
 from swacheck.analysis.dataflow import FILL
 from swacheck.analysis.order import FunctionFlow, function_flow
 from swacheck.analysis.scope import config_terms
@@ -18,13 +19,19 @@ from swacheck.rule import Invalid, Valid
 # (or a slice of it) is the cache's normal use.
 BATCH_LOCATION_NAMES = frozenset({"out_cache_loc"})
 
+# A memoising translation (SGLang #25824's cache): what a fresh tensor's translation
+# can be served from, and leaves behind.
 _POOL = """
 class SWAKVPool:
     def invalidate_loc_cache(self):
         self._cached_loc_key = None
 
     def translate_loc_from_full_to_swa(self, kv_indices):
-        return self.full_to_swa_index_mapping[kv_indices]
+        key = (kv_indices.data_ptr(), kv_indices.numel())
+        if key != self._cached_loc_key:
+            self._cached_swa_loc = self.full_to_swa_index_mapping[kv_indices]
+            self._cached_loc_key = key
+        return self._cached_swa_loc
 """
 
 
@@ -38,9 +45,16 @@ class FreshTensorTranslationWithoutFlush(OrderRule):
     fill, or leaves it without an invalidation before the next fill or the end of the
     function. Translating the batch's own location tensor (`out_cache_loc`,
     `forward_batch.out_cache_loc`, slices and aliases of it) or a tensor of unknown
-    origin (a parameter) is the cache's normal use and is not flagged; neither is a
-    call on a pool whose class the audit knows and which does not cache (no
-    invalidation method, or a no-op one).
+    origin (a parameter) is the cache's normal use and is not flagged.
+
+    Only translations a cache can serve count (DESIGN.md's scope rules): the translate
+    method of the receiver's class (or of a subclass of it) memoises, keeping its result
+    on `self` between calls, or hands the call to an object whose translation does
+    (`return self._kvcache.translate_loc_from_full_to_swa(loc)`); a receiver of unknown
+    class counts where the audit has a memoising translate. A plain gather serves
+    nothing from a cache, and an attribute cache filled inside a pool's own methods is
+    not filled by a translation made elsewhere, so the rule is inactive where no
+    audited file has a memoising translate.
 
     ## Why is this bad?
     The pool memoises one translation keyed on the location tensor (I7). Translating
@@ -117,25 +131,29 @@ class Backend:
 """
             },
         ),
-        # a pool the audit knows does not cache (no-op invalidation)
+        # a pool whose class the audit knows translates with a plain gather: nothing is
+        # served from a cache, although another class of the audit memoises
         Valid(
             """
 import torch
-from pool import BaseSWAKVPool
+from pool import PlainPool
 
-def translate_window(pool: BaseSWAKVPool, n):
+def translate_window(pool: PlainPool, n):
     idx = torch.arange(n)
     return pool.translate_loc_from_full_to_swa(idx)
 """,
             files={
                 "pool.py": """
-class BaseSWAKVPool:
+import torch
+
+class PlainPool:
     def invalidate_loc_cache(self):
         pass
 
     def translate_loc_from_full_to_swa(self, kv_indices):
-        return kv_indices
-"""
+        return self.full_to_swa_index_mapping[kv_indices].to(torch.int32)
+""",
+                "cached.py": _POOL,
             },
         ),
     ]
@@ -206,6 +224,35 @@ class Backend:
             line=9,
             files={"pool.py": _POOL},
         ),
+        # the allocator hands the translation to its pool, whose translate memoises
+        Invalid(
+            """
+import torch
+from alloc import Allocator
+
+class Backend:
+    def __init__(self, allocator: Allocator):
+        self.allocator = allocator
+
+    def window(self, n):
+        idx = torch.arange(n)
+        return self.allocator.translate_loc_from_full_to_swa(idx)
+""",
+            line=11,
+            files={
+                "pool.py": _POOL,
+                "alloc.py": """
+from pool import SWAKVPool
+
+class Allocator:
+    def __init__(self, kvcache: SWAKVPool):
+        self._kvcache = kvcache
+
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        return self._kvcache.translate_loc_from_full_to_swa(kv_indices)
+""",
+            },
+        ),
         # custom names from [tool.swacheck]
         Invalid(
             """
@@ -216,12 +263,14 @@ class Pool:
         self._cache = None
 
     def to_swa(self, idx):
-        return self.table[idx]
+        if self._cache is None:
+            self._cache = self.table[idx]
+        return self._cache
 
     def window(self, n):
         return self.to_swa(torch.arange(n))
 """,
-            line=12,
+            line=14,
             config={
                 "translate-methods": ["to_swa"],
                 "invalidate-methods": ["flush_translations"],
@@ -241,6 +290,15 @@ class Pool:
         """
         return config_terms(config)
 
+    @classmethod
+    def applies_to(cls, caches: CacheModel) -> bool:
+        """Only a memoising translate is filled and served by a translation call."""
+        return caches.any_memo
+
+    @classmethod
+    def missing_cache(cls, config: Config) -> str:
+        return f"no memoising {', '.join(config.translate_methods)} in the audited files"
+
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         names = self.context.names
         if names.is_translate(node.name.value) or names.is_invalidate(node.name.value):
@@ -258,7 +316,7 @@ class Pool:
             if fresh_names is None:
                 fresh_names = self._fresh_names(flow)
             described = self._fresh(args[0], flow, fresh_names)
-            if described is None or not self._callee_caches(flow, event):
+            if described is None:
                 continue
             before = flow.data.clean_before(cfg_node, position)
             after = flow.data.covered_after(cfg_node, position, stop_at_fill=True)
@@ -352,18 +410,3 @@ class Pool:
         walk(flow.function, Visitor())
         fresh = {n for n, ok in computed.items() if ok and n not in params}
         return (fresh | written) - BATCH_LOCATION_NAMES
-
-    def _callee_caches(self, flow: FunctionFlow, event) -> bool:  # type: ignore[no-untyped-def]
-        """False only when the receiver's class is known and has no real cache."""
-        resolver = flow.resolver
-        owner = resolver.receiver_class(
-            event.receiver, flow.cls, flow.analysis.local_types, self.context.path
-        )
-        if owner is None:
-            return True
-        for method in self.context.config.invalidate_methods:
-            target = resolver.find_method(owner, method)
-            if target is not None:
-                skeleton = resolver.skeleton(target)
-                return skeleton is None or not skeleton.trivial
-        return False

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from swacheck.analysis.names import Names
 from swacheck.analysis.scope import ScopeFacts, activation, config_terms, scope_facts
+from swacheck.analysis.summaries import project_resolver
 from swacheck.rule import Rule
 
 if TYPE_CHECKING:
+    from swacheck.analysis.caches import CacheModel
     from swacheck.analysis.index import ProjectIndex
     from swacheck.config import Config
     from swacheck.context import FileContext
@@ -17,10 +20,11 @@ if TYPE_CHECKING:
 class OrderRule(Rule):
     """Base of the order rules (SWA001, SWA004, SWA005, SWA007): their shared scope.
 
-    They read method summaries, apply only where the audit defines an invalidation
-    method (decided on raw bytes before parsing, then on the parsed facts), and share
-    one per-file :class:`ScopeFacts`. Their trigger set is the configured names
-    (``config_terms``); a rule may add to it.
+    They read method summaries and share one per-file :class:`ScopeFacts`. They apply
+    only where a translation cache exists (:mod:`swacheck.analysis.caches`) and the
+    audit defines an invalidation method: the second is decided on raw bytes before
+    parsing (``activation``), both on the parsed facts (``inactive_reason``). Their
+    trigger set is the configured names (``config_terms``); a rule may add to it.
     """
 
     uses_summaries = True
@@ -35,18 +39,27 @@ class OrderRule(Rule):
 
     @classmethod
     def inactive_reason(cls, project: ProjectIndex, config: Config) -> str | None:
-        if order_rule_active(cls.code, project):
-            return None
-        return f"no audited file defines {', '.join(config.invalidate_methods)}"
+        facts = [f for _, f in project.rule_facts(cls.code) if isinstance(f, ScopeFacts)]
+        if not any(f.defines_invalidate for f in facts):
+            return f"no audited file defines {', '.join(config.invalidate_methods)}"
+        caches = project_resolver(project, Names(config)).caches
+        if not cls.applies_to(caches):
+            return cls.missing_cache(config)
+        return None
+
+    @classmethod
+    def applies_to(cls, caches: CacheModel) -> bool:
+        """Whether the audit's caches are of a kind the rule is about."""
+        return caches.any_cache
+
+    @classmethod
+    def missing_cache(cls, config: Config) -> str:
+        translate = ", ".join(config.translate_methods)
+        return (
+            f"no translation cache in the audited files (a memoising {translate}, "
+            "or an attribute filled from one that the invalidation resets)"
+        )
 
     @classmethod
     def collect_facts(cls, context: FileContext) -> ScopeFacts:
         return scope_facts(context)
-
-
-def order_rule_active(code: str, project: Any) -> bool:
-    """DESIGN.md's scope rule: some audited file defines an invalidation method."""
-    return any(
-        isinstance(facts, ScopeFacts) and facts.defines_invalidate
-        for _, facts in project.rule_facts(code)
-    )

@@ -51,8 +51,24 @@ class CallResolver:
                 if "." not in key:
                     self._functions.setdefault(key, []).append(path)
         self._cache_attrs: dict[tuple[str, str], frozenset[str]] = {}
+        self._mro: dict[tuple[str, str], list[ClassInfo]] = {}
+        self._subclasses: dict[tuple[str, str], list[ClassInfo]] | None = None
 
     # -- classes ------------------------------------------------------------------
+
+    def classes(self) -> list[ClassInfo]:
+        """Every class of the relevant files."""
+        return [info for infos in self._classes.values() for info in infos]
+
+    def subclasses(self, info: ClassInfo) -> list[ClassInfo]:
+        """The classes of the relevant files that have ``info`` among their bases (any depth)."""
+        if self._subclasses is None:
+            index: dict[tuple[str, str], list[ClassInfo]] = {}
+            for cls in self.classes():
+                for base in self.mro(cls)[1:]:
+                    index.setdefault((base.path, base.name), []).append(cls)
+            self._subclasses = index
+        return self._subclasses.get((info.path, info.name), [])
 
     def resolve_class(self, name: str, near: str | None = None) -> ClassInfo | None:
         candidates = self._classes.get(name.rsplit(".", 1)[-1], [])
@@ -62,6 +78,14 @@ class CallResolver:
         return candidates[0] if len(candidates) == 1 else None
 
     def mro(self, info: ClassInfo) -> list[ClassInfo]:
+        """``info`` then its bases known to the audit, depth-first, each once."""
+        key = (info.path, info.name)
+        cached = self._mro.get(key)
+        if cached is None:
+            cached = self._mro[key] = self._walk_bases(info)
+        return cached
+
+    def _walk_bases(self, info: ClassInfo) -> list[ClassInfo]:
         seen: dict[tuple[str, str], ClassInfo] = {}
 
         def walk(cls: ClassInfo) -> None:

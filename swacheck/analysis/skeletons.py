@@ -23,6 +23,7 @@ from swacheck.analysis.aliases import local_aliases
 from swacheck.analysis.cfg import CFG, cfg_for
 from swacheck.analysis.modes import guard_key
 from swacheck.analysis.names import dotted_name
+from swacheck.analysis.walk import children
 from swacheck.analysis.writes import Event, node_events
 
 CONSTRUCTORS = frozenset({"__init__", "__post_init__", "__new__", "__setstate__"})
@@ -48,10 +49,57 @@ class FunctionSkeleton:
     events: tuple[tuple[Event, ...], ...]
     # (node, guard key, {succ: label}) for tests that look like a mode guard.
     guards: tuple[tuple[int, str, tuple[tuple[int, str], ...]], ...]
+    # Tests that read ``self`` attributes: (node, {succ: label}, the attributes each
+    # operand reads of the condition under which the TRUE edge is taken, as an ``or``
+    # of operands, and likewise for the FALSE edge).
+    self_tests: tuple[SelfTest, ...] = ()
 
     @property
     def types(self) -> dict[str, str]:
         return dict(self.local_types)
+
+
+# (node, {succ: label}, operands of the TRUE condition, operands of the FALSE condition)
+SelfTest = tuple[
+    int, tuple[tuple[int, str], ...], tuple[frozenset[str], ...], tuple[frozenset[str], ...]
+]
+
+
+def self_reads(expr: cst.CSTNode) -> frozenset[str]:
+    """The attributes of ``self`` an expression reads (``self.cached_loc is None``)."""
+    found: set[str] = set()
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if (
+            isinstance(node, cst.Attribute)
+            and isinstance(node.value, cst.Name)
+            and node.value.value == "self"
+        ):
+            found.add(node.attr.value)
+        stack.extend(children(node))
+    return frozenset(found)
+
+
+def _operands(test: cst.BaseExpression, operator: type) -> list[cst.BaseExpression]:
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, operator):
+        return [*_operands(test.left, operator), *_operands(test.right, operator)]
+    return [test]
+
+
+def condition_reads(
+    test: cst.BaseExpression,
+) -> tuple[tuple[frozenset[str], ...], tuple[frozenset[str], ...]]:
+    """What each operand of the condition of a test's TRUE and FALSE edges reads of
+    ``self``: ``a or b`` holds when ``a`` or ``b`` does, ``not (a and b)`` when ``not a``
+    or ``not b`` does."""
+    negated = False
+    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        negated = not negated
+        test = test.expression
+    when_true = tuple(self_reads(o) for o in _operands(test, cst.Or))
+    when_false = tuple(self_reads(o) for o in _operands(test, cst.And))
+    return (when_false, when_true) if negated else (when_true, when_false)
 
 
 def annotation_class(annotation: cst.BaseExpression | None) -> str | None:
@@ -188,10 +236,15 @@ def _analyse(function: cst.FunctionDef, positions: Any) -> FunctionAnalysis:
 def skeleton_of(analysis: FunctionAnalysis, cls: str | None, line: int) -> FunctionSkeleton:
     cfg = analysis.cfg
     guards = []
+    self_tests: list[SelfTest] = []
     for node in cfg.nodes:
+        if node.test is None:
+            continue
         key = guard_key(node.test)
         if key is not None:
             guards.append((node.id, key, tuple(node.labels.items())))
+        if self_reads(node.test):
+            self_tests.append((node.id, tuple(node.labels.items()), *condition_reads(node.test)))
     return FunctionSkeleton(
         name=analysis.function.name.value,
         cls=cls,
@@ -203,6 +256,7 @@ def skeleton_of(analysis: FunctionAnalysis, cls: str | None, line: int) -> Funct
         exc_succs=tuple(tuple(n.exc_succs) for n in cfg.nodes),
         events=tuple(tuple(e.bare() for e in events) for events in analysis.events),
         guards=tuple(guards),
+        self_tests=tuple(self_tests),
     )
 
 

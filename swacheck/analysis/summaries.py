@@ -19,8 +19,10 @@ files count whether or not the prefilter parsed the others.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
+from swacheck.analysis.caches import CacheModel
 from swacheck.analysis.dataflow import FILL, INV, Dataflow, Graph, constructed_before
 from swacheck.analysis.resolve import CallResolver, Target
 from swacheck.analysis.scope import ORDER_RULES, ScopeFacts
@@ -72,6 +74,11 @@ class SummaryResolver(CallResolver):
         self._active: set[Target] = set()
         self._callers: dict[Target, list[tuple[str, str, Event]]] | None = None
 
+    @cached_property
+    def caches(self) -> CacheModel:
+        """The audit's translation caches: what the order rules are about."""
+        return CacheModel(self)
+
     # -- summaries ---------------------------------------------------------------------
 
     def event_effects(
@@ -80,17 +87,25 @@ class SummaryResolver(CallResolver):
         """Effect kinds of one event, with the callee they come from (if a call)."""
         names = self.names
         if event.kind == WRITE:
-            if names.is_mapping(event.name) and (not event.possible or self.kernel_writes):
-                return ((WRITE, None),)
-            if event.rebinding and event.value == NONE and not event.conditional:
-                owner = self.receiver_class(event.receiver, cls, types, path)
-                if owner is not None and event.name in self.cache_attributes(owner):
-                    return ((INV, None),)
+            owner = self.receiver_class(event.receiver, cls, types, path)
+            if names.is_mapping(event.name):
+                if event.possible and not self.kernel_writes:
+                    return ()
+                caches = self.caches
+                seen = caches.sees_rebinding(owner) if event.rebinding else caches.sees_table(owner)
+                return ((WRITE, None),) if seen else ()
+            if event.rebinding and owner is not None and event.name in self.cache_attributes(owner):
+                # Resetting what the invalidation resets is one; storing anything else
+                # there fills the cache.
+                if event.value != NONE:
+                    return ((FILL, None),)
+                return () if event.conditional else ((INV, None),)
             return ()
         if names.is_invalidate(event.name):
             return ((INV, None),)
         if names.is_translate(event.name):
-            return ((FILL, None),)
+            served = self.caches.serves(self.receiver_class(event.receiver, cls, types, path))
+            return ((FILL, None),) if served else ()
         target = self.resolve_call(event, cls, types, path)
         if target is None:
             return ()
@@ -196,10 +211,8 @@ class SummaryResolver(CallResolver):
         return bool(sites) and all(path == target.path for path, _, _ in sites)
 
 
-def resolver(context: FileContext) -> SummaryResolver:
-    """The audit's summary resolver (memoised on the project index)."""
-    project = context.project
-    config = context.config
+def project_resolver(project: ProjectIndex, names: Names) -> SummaryResolver:
+    """The audit's summary resolver (memoised on the project index per configuration)."""
 
     def compute() -> SummaryResolver:
         relevant = set()
@@ -208,6 +221,11 @@ def resolver(context: FileContext) -> SummaryResolver:
                 scope = facts.rule_facts.get(code)
                 if isinstance(scope, ScopeFacts) and scope.relevant:
                     relevant.add(path)
-        return SummaryResolver(project, context.names, frozenset(relevant))
+        return SummaryResolver(project, names, frozenset(relevant))
 
-    return project.memo(("swacheck.summaries", config.fingerprint()), compute)
+    return project.memo(("swacheck.summaries", names.config.fingerprint()), compute)
+
+
+def resolver(context: FileContext) -> SummaryResolver:
+    """The summary resolver of the audit ``context``'s file belongs to."""
+    return project_resolver(context.project, context.names)

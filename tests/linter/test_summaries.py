@@ -124,7 +124,9 @@ FILES = {
                 pass
 
             def translate_loc_from_full_to_swa(self, loc):
-                return self.full_to_swa_index_mapping[loc]
+                if self._cached is None:
+                    self._cached = self.full_to_swa_index_mapping[loc]
+                return self._cached
 
         class SWAKVPool(BasePool):
             def invalidate_loc_cache(self):
