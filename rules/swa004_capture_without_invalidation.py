@@ -2,47 +2,25 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
-
 import libcst as cst
 
-from swacheck.analysis.dataflow import FILL
-from swacheck.analysis.modes import guard_key, is_swa_word, swa_guard_polarity
-from swacheck.analysis.names import call_name, dotted_name
+from swacheck.analysis.capture import (
+    ForwardRuns,
+    capture_regions,
+    closures_passed_to_capture,
+    invalidation_snippet,
+    is_capture_routine,
+    loop_nodes,
+    swa_related,
+)
 from swacheck.analysis.order import FunctionFlow, function_flow
-from swacheck.analysis.resolve import Target
 from swacheck.analysis.scope import config_terms
-from swacheck.analysis.summaries import resolver
-from swacheck.analysis.walk import walk
 from swacheck.analysis.writes import CALL, Event
 from swacheck.config import Config
 from swacheck.finding import Applicability, Fix
 from swacheck.order_rule import OrderRule
 from swacheck.rule import FixSafety, Invalid, Valid
 from swacheck.triggers import exact, word
-
-
-def is_forward_run(event: Event) -> bool:
-    """A call that runs the model: ``forward(...)``, ``self.model.forward_decode(...)``."""
-    return event.kind == CALL and event.name.lower().startswith("forward")
-
-
-def _is_graph_context(item: cst.WithItem) -> bool:
-    """``torch.cuda.graph(...)``, ``self.device_module.graph(...)``, and capture contexts
-    such as ``BreakableCUDAGraphCapture(...)`` (a callee naming a graph capture)."""
-    if not isinstance(item.item, cst.Call):
-        return False
-    name = (call_name(item.item) or "").lower()
-    return name == "graph" or ("graph" in name and "capture" in name)
-
-
-def _is_capture_routine(function: cst.FunctionDef) -> bool:
-    """A function named as a graph capture routine (``capture_one_batch_size``,
-    ``_capture_one``): its warm-up loop runs capture bodies even where the capture itself
-    is implicit (piecewise graphs are captured by the compiler backend on a later call)."""
-    return "capture" in function.name.value.lower()
-
 
 _RUNNER = """
 class CudaGraphRunner:
@@ -429,43 +407,18 @@ class Runner:
         """
         return frozenset({word("swa"), exact("SWA"), *config_terms(config)})
 
-    # -- which code is SWA code ----------------------------------------------------
-
-    def _swa_related(self, function: cst.FunctionDef) -> bool:
-        outer = self.context.enclosing(function, cst.ClassDef)
-        scope: cst.CSTNode = outer if outer is not None else self.context.module
-
-        def compute() -> bool:
-            text = (
-                self.context.text
-                if scope is self.context.module
-                else self.context.module.code_for_node(scope)
-            )
-            if any(t in text for t in config_terms(self.context.config)):
-                return True
-            return any(is_swa_word(word) for word in re.findall(r"\w*swa\w*", text, re.I))
-
-        return self.context.memo(("SWA004.related", id(scope)), compute)
-
-    # -- capture structure ------------------------------------------------------------
-
-    def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
-        super().__init__(context)
-        # Ids of call events found to run a forward through a helper (see
-        # ``_forward_classifier``); the events live as long as the file's analyses.
-        self._forward_helpers: set[int] = set()
-
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         flow = function_flow(self.context, node)
-        regions = self._regions(flow)
-        capture_args = self._closures_passed_to_capture(flow)
-        capturing = bool(regions) or bool(capture_args) or _is_capture_routine(node)
-        if not capturing or not self._swa_related(node):
+        regions = capture_regions(flow)
+        capture_args = closures_passed_to_capture(flow)
+        capturing = bool(regions) or bool(capture_args) or is_capture_routine(node)
+        if not capturing or not swa_related(self.context, node):
             return
-        in_loop = self._loop_nodes(flow)
+        in_loop = loop_nodes(flow)
         # Forward runs directly in this function.
-        checked = FunctionFlow(self.context, node, extra=self._forward_classifier(node))
-        for cfg_node, position, step in self._forwards(checked):
+        runs = ForwardRuns(self.context, node)
+        checked = FunctionFlow(self.context, node, extra=runs)
+        for cfg_node, position, step in runs.forwards(checked):
             if (cfg_node in regions or cfg_node in in_loop) and not checked.data.clean_before(
                 cfg_node, position
             ):
@@ -484,135 +437,10 @@ class Runner:
             if closure is not None:
                 self._check_body(closure)
 
-    def _forward_classifier(self, function: cst.FunctionDef) -> Callable[[Event], list[str]]:
-        """Effects SWA004 adds to an event of ``function``: a forward run is a fill.
-
-        A call of a method the audit knows (``self._run_forward(...)``) runs a forward
-        when its body does, directly or through such calls (followed a few levels deep).
-        """
-        res = resolver(self.context)
-        classdef = self.context.enclosing(function, cst.ClassDef)
-        cls = (
-            res.class_of(self.context.path, classdef.name.value)
-            if isinstance(classdef, cst.ClassDef)
-            else None
-        )
-        path = self.context.path
-
-        def runs_forward(target: Target, depth: int, seen: set[Target]) -> bool:
-            # A capture routine (``capture_one_batch_size``) is checked on its own: its
-            # callers drive captures, they do not run a forward inside one.
-            if target in seen or depth > 3 or "capture" in target.name.lower():
-                return False
-            seen.add(target)
-            skeleton = res.skeleton(target)
-            if skeleton is None:
-                return False
-            owner = res.class_of(target.path, skeleton.cls)
-            for events in skeleton.events:
-                for event in events:
-                    if is_forward_run(event):
-                        return True
-                    if event.kind == CALL and event.receiver is not None:
-                        callee = res.resolve_call(event, owner, skeleton.types, target.path)
-                        if callee is not None and runs_forward(callee, depth + 1, seen):
-                            return True
-            return False
-
-        def classify(event: Event) -> list[str]:
-            if self._is_context_manager(event):
-                return []  # ``with self.forward_context(batch):`` runs no forward
-            if is_forward_run(event):
-                return [FILL]
-            if event.kind == CALL and event.receiver is not None:
-                target = res.resolve_call(event, cls, {}, path)
-                if target is not None and runs_forward(target, 0, set()):
-                    self._forward_helpers.add(id(event))
-                    return [FILL]
-            return []
-
-        return classify
-
-    def _forwards(self, flow: FunctionFlow):  # type: ignore[no-untyped-def]
-        reach = flow.data.reach
-        for cfg_node, steps in enumerate(flow.steps):
-            if cfg_node not in reach:
-                continue
-            for position, step in enumerate(steps):
-                if step.kind != FILL or step.target is not None:
-                    continue
-                if is_forward_run(step.event) or id(step.event) in self._forward_helpers:
-                    yield cfg_node, position, step
-
-    def _is_context_manager(self, event: Event) -> bool:
-        return event.node is not None and isinstance(self.context.parent(event.node), cst.WithItem)
-
-    def _regions(self, flow: FunctionFlow) -> set[int]:
-        """CFG nodes run under a graph context or between capture_begin/capture_end."""
-        cfg = flow.cfg
-        region: set[int] = set()
-        for cfg_node in cfg.nodes:
-            stmt = cfg_node.stmt
-            if (
-                cfg_node.kind == "with"
-                and isinstance(stmt, cst.With)
-                and any(_is_graph_context(item) for item in stmt.items)
-            ):
-                region |= self._inside(flow, stmt)
-        for cfg_node, events in enumerate(flow.analysis.events):
-            if any(e.kind == CALL and e.name == "capture_begin" for e in events):
-                stack = list(cfg.nodes[cfg_node].succs)
-                while stack:
-                    current = stack.pop()
-                    if current in region:
-                        continue
-                    region.add(current)
-                    if any(
-                        e.kind == CALL and e.name == "capture_end"
-                        for e in flow.analysis.events[current]
-                    ):
-                        continue
-                    stack.extend(cfg.nodes[current].succs)
-        return region
-
-    @staticmethod
-    def _inside(flow: FunctionFlow, compound: cst.CSTNode) -> set[int]:
-        """The CFG nodes of the statements nested in ``compound``'s body."""
-        out: set[int] = set()
-
-        class Collect(cst.CSTVisitor):
-            def on_visit(self, node: cst.CSTNode) -> bool:
-                for cfg_node in flow.cfg.nodes_of(node):
-                    out.add(cfg_node.id)
-                return not isinstance(node, cst.FunctionDef | cst.ClassDef | cst.Lambda)
-
-        body = getattr(compound, "body", None)
-        if body is not None:
-            walk(body, Collect())
-        return out
-
-    def _loop_nodes(self, flow: FunctionFlow) -> set[int]:
-        out: set[int] = set()
-        for cfg_node in flow.cfg.nodes:
-            if cfg_node.kind in ("for", "while") and cfg_node.stmt is not None:
-                out |= self._inside(flow, cfg_node.stmt)
-        return out
-
-    @staticmethod
-    def _closures_passed_to_capture(flow: FunctionFlow) -> set[str]:
-        out: set[str] = set()
-        for events in flow.analysis.events:
-            for event in events:
-                if event.kind != CALL or "capture" not in event.name.lower():
-                    continue
-                for arg in event.node.args:
-                    if isinstance(arg.value, cst.Name) and arg.value.value in flow.closures:
-                        out.add(arg.value.value)
-        return out
-
     def _check_body(self, closure: cst.FunctionDef) -> None:
-        checked = FunctionFlow(self.context, closure, extra=self._forward_classifier(closure))
-        for cfg_node, position, step in self._forwards(checked):
+        runs = ForwardRuns(self.context, closure)
+        checked = FunctionFlow(self.context, closure, extra=runs)
+        for cfg_node, position, step in runs.forwards(checked):
             if not checked.data.clean_before(cfg_node, position):
                 self._report(step.event, closure, f"capture body `{closure.name.value}()`")
                 return
@@ -630,7 +458,7 @@ class Runner:
         )
 
     def _fix(self, closure: cst.FunctionDef) -> Fix | None:
-        snippet = self._existing_invalidation()
+        snippet = invalidation_snippet(self.context)
         if snippet is None:
             return None
         lines, root = snippet
@@ -658,52 +486,3 @@ class Runner:
             after=False,
             applicability=Applicability.UNSAFE,
         )
-
-    def _existing_invalidation(self) -> tuple[list[str], str] | None:
-        """An invalidation the file already makes: its lines (guard kept) and root name."""
-        names = self.context.names
-        module = self.context.module
-
-        def compute() -> tuple[list[str], str] | None:
-            found: list[tuple[list[str], str]] = []
-
-            class Visitor(cst.CSTVisitor):
-                def visit_If(self, node: cst.If) -> None:
-                    key = guard_key(node.test)
-                    if key is None or swa_guard_polarity(key, names) is not True:
-                        return
-                    body = node.body
-                    if not isinstance(body, cst.IndentedBlock) or len(body.body) != 1:
-                        return
-                    call = _invalidation_call(body.body[0], names)
-                    if call is not None:
-                        test = module.code_for_node(node.test)
-                        found.append(
-                            ([f"if {test}:", f"    {module.code_for_node(call)}"], _root(call))
-                        )
-
-                def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-                    call = _invalidation_call(node, names)
-                    if call is not None:
-                        found.append(([module.code_for_node(call)], _root(call)))
-
-            walk(module, Visitor())
-            return found[0] if found else None
-
-        return self.context.memo(("SWA004.snippet",), compute)
-
-
-def _invalidation_call(stmt: cst.CSTNode, names) -> cst.Call | None:  # type: ignore[no-untyped-def]
-    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
-        return None
-    small = stmt.body[0]
-    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
-        call = small.value
-        if not call.args and names.is_invalidate(call_name(call) or ""):
-            return call
-    return None
-
-
-def _root(call: cst.Call) -> str:
-    name = dotted_name(call.func) or ""
-    return name.split(".", 1)[0]
