@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import libcst as cst
 
-from swacheck.analysis.dataflow import FILL, INV
 from swacheck.analysis.order import (
     FunctionFlow,
     Step,
     function_flow,
     invalidation_receiver,
     statement_of,
+    writes_delegated,
 )
-from swacheck.analysis.resolve import Target
 from swacheck.analysis.scope import config_terms
-from swacheck.analysis.skeletons import function_key
 from swacheck.analysis.writes import WRITE
 from swacheck.config import Config
 from swacheck.finding import Applicability, Fix
@@ -847,7 +845,7 @@ class Pool:
         writes = flow.positions_of(WRITE)
         if not writes:
             return
-        delegated = self._delegated(flow)
+        delegated = writes_delegated(self.context, flow)
         reported: set[int] = set()
         for cfg_node, position, step in writes:
             if step.conditional and step.event.possible:
@@ -864,22 +862,6 @@ class Pool:
             reported.add(id(step.event.node))
             self._report(flow, cfg_node, position, step)
 
-    def _delegated(self, flow: FunctionFlow) -> bool:
-        """Whether this function's own writes are its callers' to cover."""
-        outer = self.context.enclosing(flow.function, cst.FunctionDef | cst.ClassDef)
-        if isinstance(outer, cst.FunctionDef):
-            enclosing = function_flow(self.context, outer)
-            return bool(enclosing.calls_by_name(flow.name))
-        if flow.cls is None and outer is not None:
-            return False
-        target = Target(
-            self.context.path,
-            function_key(flow.cls.name if flow.cls else None, flow.name),
-            flow.cls.name if flow.cls else None,
-            flow.name,
-        )
-        return flow.resolver.delegates(target)
-
     def _report(self, flow: FunctionFlow, cfg_node: int, position: int, step: Step) -> None:
         config = self.context.config
         method = config.invalidate_methods[0]
@@ -895,10 +877,12 @@ class Pool:
             )
         path = flow.data.uncovered_path(cfg_node, position)
         how = flow.describe_exit_path(path) if path else "a path to the end of the function"
-        fill = self._fill_between(flow, cfg_node, position)
+        fill = flow.fill_before(cfg_node, position)
         message = f"{what} is not followed by `{method}()` on every path: {how} misses it"
         if fill:
-            message += f"; {fill} before it"
+            message += (
+                f"; `{fill.event.name}()` at line {fill.event.line} can fill the cache before it"
+            )
         message += " (I1)"
         notes = ()
         if path:
@@ -906,21 +890,6 @@ class Pool:
             if lines:
                 notes = ("uncovered path through lines " + " -> ".join(map(str, lines)),)
         self.report(event.node, message, fix=self._fix(flow, step), notes=notes)
-
-    def _fill_between(self, flow: FunctionFlow, cfg_node: int, position: int) -> str | None:
-        """Describe a cache fill after the last invalidation before the write, if any."""
-        steps = flow.steps[cfg_node][:position]
-        for step in reversed(steps):
-            if step.kind == INV and not step.conditional:
-                return None
-            if step.kind == FILL:
-                return f"`{step.event.name}()` at line {step.event.line} can fill the cache"
-        path = flow.data.dirty_path(cfg_node)
-        if path and path[0] != flow.graph.entry:
-            for step in reversed(flow.steps[path[0]]):
-                if step.kind == FILL:
-                    return f"`{step.event.name}()` at line {step.event.line} can fill the cache"
-        return None
 
     def _fix(self, flow: FunctionFlow, step: Step) -> Fix | None:
         event = step.event

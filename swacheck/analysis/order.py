@@ -19,9 +19,14 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from swacheck.analysis.cfg import FALSE, TRUE
-from swacheck.analysis.dataflow import INV, Dataflow, Graph, constructed_before
+from swacheck.analysis.dataflow import FILL, INV, Dataflow, Graph, constructed_before
 from swacheck.analysis.resolve import Target
-from swacheck.analysis.skeletons import CONSTRUCTORS, FunctionAnalysis, analyse_function
+from swacheck.analysis.skeletons import (
+    CONSTRUCTORS,
+    FunctionAnalysis,
+    analyse_function,
+    function_key,
+)
 from swacheck.analysis.summaries import NO_EFFECT, Summary, resolver
 from swacheck.analysis.writes import WRITE, Event
 
@@ -224,6 +229,22 @@ class FunctionFlow:
                 return f" (when the loop at line {self.line(a)} ends)"
         return ""
 
+    def fill_before(self, node: int, position: int) -> Step | None:
+        """A cache fill after the last invalidation before effect ``position`` of
+        ``node``, if there is one (in the node itself, or where a path without
+        invalidation into the node starts)."""
+        for step in reversed(self.steps[node][:position]):
+            if step.kind == INV and not step.conditional:
+                return None
+            if step.kind == FILL:
+                return step
+        path = self.data.dirty_path(node)
+        if path and path[0] != self.graph.entry:
+            for step in reversed(self.steps[path[0]]):
+                if step.kind == FILL:
+                    return step
+        return None
+
     def path_lines(self, path: list[int]) -> list[int]:
         lines: list[int] = []
         for node in path:
@@ -238,6 +259,20 @@ def function_flow(context: FileContext, function: cst.FunctionDef) -> FunctionFl
     return context.memo(
         ("swacheck.order.flow", id(function)), lambda: FunctionFlow(context, function)
     )
+
+
+def writes_delegated(context: FileContext, flow: FunctionFlow) -> bool:
+    """Whether ``flow``'s own mapping writes are its callers' to cover: a nested function
+    its enclosing function calls, or a private helper whose every caller is in its file
+    (:meth:`~swacheck.analysis.summaries.SummaryResolver.delegates`)."""
+    outer = context.enclosing(flow.function, cst.FunctionDef | cst.ClassDef)
+    if isinstance(outer, cst.FunctionDef):
+        return bool(function_flow(context, outer).calls_by_name(flow.name))
+    if flow.cls is None and outer is not None:
+        return False
+    cls = flow.cls.name if flow.cls else None
+    target = Target(context.path, function_key(cls, flow.name), cls, flow.name)
+    return flow.resolver.delegates(target)
 
 
 def closure_summary(context: FileContext, function: cst.FunctionDef) -> Summary:
