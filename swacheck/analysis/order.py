@@ -162,9 +162,10 @@ class FunctionFlow:
         return self.invalidation_data().clean_before(node, position)
 
     def describe_entry_path(self, node: int) -> str:
-        """How control reaches ``node`` from the entry with no invalidation."""
+        """How control reaches ``node`` from the entry with no invalidation: the branch
+        taken last on the way."""
         path = self.invalidation_data().dirty_path(node)
-        return self._first_branch(path).strip(" ()") if path else ""
+        return self._first_branch(path, nearest_end=True).strip(" ()") if path else ""
 
     @property
     def is_constructor(self) -> bool:
@@ -215,8 +216,10 @@ class FunctionFlow:
             )
         return f"{where}{branch}"
 
-    def _first_branch(self, path: list[int]) -> str:
-        for a, b in itertools.pairwise(path):
+    def _first_branch(self, path: list[int], nearest_end: bool = False) -> str:
+        """The first branch decided along ``path`` (the last one, with ``nearest_end``)."""
+        pairs = list(itertools.pairwise(path))
+        for a, b in reversed(pairs) if nearest_end else pairs:
             node = self.cfg.nodes[a]
             label = node.labels.get(b)
             if label is not None and node.test is not None and len(self.graph.succs[a]) > 1:
