@@ -10,6 +10,7 @@ from swacheck.analysis.capture import (
     closures_passed_to_capture,
     invalidation_snippet,
     is_capture_routine,
+    is_warmup_routine,
     loop_nodes,
     swa_related,
 )
@@ -54,19 +55,29 @@ _POOL_FILE = {"pool.py": _POOL}
 class CaptureWithoutInvalidation(OrderRule):
     """
     ## What it does
-    Flags a CUDA-graph warm-up or capture run that runs a forward (a call whose name
-    starts with `forward`, or of a method of the audit that runs one, such as a runner's
-    own `self._run_forward(...)`; never a `with` context manager) without invalidating
-    the translation cache first. Capture runs are: the body of `with
-    torch.cuda.graph(...)` (any `*.graph(...)` context, or a graph-capture context such
-    as `BreakableCUDAGraphCapture(...)`), the code between `capture_begin()` and
-    `capture_end()`, forwards in a loop of a function that captures or is named as a
-    capture routine (`capture_one_batch_size`: the warm-up loop, also where the capture
-    itself is implicit, as with piecewise graphs), and a local function (commonly
-    `run_once`) called in any of those places or passed to a `*capture*` call. Each
-    forward counts as a cache fill, so a warm-up iteration leaves the cache dirty for
-    the next one. Only SWA code is checked: the enclosing class (or module) mentions SWA
-    (`is_hybrid_swa`, `SWAKVPool`, ...) or a configured name.
+    Flags a CUDA-graph warm-up or capture run that runs a forward (a call named
+    `forward*` or `*_forward`, such as `self.eagle_worker.draft_forward(...)`, or of a
+    method of the audit that runs one, such as a runner's own `self._run_forward(...)`;
+    never a `with` context manager) without invalidating the translation cache first.
+    Capture runs are: the body of `with torch.cuda.graph(...)` (any `*.graph(...)`
+    context, or a graph-capture context such as `BreakableCUDAGraphCapture(...)`), the
+    code between `capture_begin()` and `capture_end()`, forwards in a loop of a function
+    that captures or is named as a capture routine (`capture_one_batch_size`: the
+    warm-up loop, also where the capture itself is implicit, as with piecewise graphs),
+    and a local function (commonly `run_once`) called in any of those places or passed
+    to a `*capture*` call. Each forward counts as a cache fill, so a warm-up iteration
+    leaves the cache dirty for the next one. A function named as a warm-up
+    (`warmup_compile`, `_warmup`) runs forwards before the capture: each must be
+    preceded by an invalidation too.
+
+    Only SWA code is checked: the enclosing class (or module) mentions SWA
+    (`is_hybrid_swa`, `SWAKVPool`, ...) or a configured name, or the class holds an
+    object that is SWA code (the runner is SWA code through what it owns): an input
+    holder with SWA location buffers (`self.buffers = DecodeInputBuffers(...)` owning
+    `out_cache_loc_swa`), or a model runner whose methods name SWA or the invalidation.
+    The held object's class is the one the source gives (an annotation, a constructor)
+    or, where it gives none, the class of the audit named like the attribute
+    (`self.model_runner`: `ModelRunner`).
 
     The rule applies where the audit holds a translation cache (DESIGN.md's scope
     rules; see SWA001 for what counts as one: a memoising translate method, or an
@@ -203,6 +214,16 @@ class Runner:
     def benchmark(self, forward_batch, steps):
         for _ in range(steps):
             self.model_runner.model.forward(forward_batch.input_ids, forward_batch)
+""",
+            files=_POOL_FILE,
+        ),
+        # a warm-up that invalidates before its forward
+        Valid(
+            _RUNNER
+            + """
+    def warmup_compile(self, forward_batch):
+        self.model_runner.token_to_kv_pool.invalidate_loc_cache()
+        self.model_runner.model.forward(forward_batch.input_ids, forward_batch)
 """,
             files=_POOL_FILE,
         ),
@@ -374,6 +395,75 @@ class BaseRunner:
             line=17,
             files=_POOL_FILE,
         ),
+        # a warm-up before the capture runs a forward on an uncleared cache
+        Invalid(
+            _RUNNER
+            + """
+    def warmup_compile(self, forward_batch):
+        self.model_runner.attn_backend.init_forward_metadata(forward_batch)
+        self.model_runner.model.forward(forward_batch.input_ids, forward_batch)
+""",
+            line=15,
+            files=_POOL_FILE,
+        ),
+        # a runner that never names SWA is SWA code through the input holder it owns
+        Invalid(
+            """
+import torch
+from buffers import DecodeBuffers
+
+class PlainGraphRunner:
+    def __init__(self, model, max_bs):
+        self.model = model
+        self.buffers = DecodeBuffers(max_bs)
+
+    def capture(self, batch):
+        for _ in range(2):
+            self.model.forward(batch)
+        with torch.cuda.graph(self.graph):
+            self.model.forward(batch)
+""",
+            line=14,
+            files={
+                **_POOL_FILE,
+                "buffers.py": """
+import torch
+
+class DecodeBuffers:
+    def __init__(self, max_bs):
+        self.out_cache_loc = torch.zeros(max_bs, dtype=torch.int64)
+        self.out_cache_loc_swa = torch.zeros(max_bs, dtype=torch.int32)
+""",
+            },
+        ),
+        # ... or through the model runner it holds (no annotation: the class named like
+        # the attribute), whose capture body runs the draft model's forward
+        Invalid(
+            """
+class DraftGraphRunner:
+    def capture_one_batch_size(self, batch):
+        def run_once():
+            return self.draft_worker.draft_forward(batch)
+
+        self._capture_init(run_once)
+        return self._capture_graph(run_once)
+
+    def _capture_init(self, run_once_fn):
+        for _ in range(2):
+            self.model_runner.tp_group.barrier()
+            run_once_fn()
+""",
+            line=5,
+            files={
+                **_POOL_FILE,
+                "model_runner.py": """
+class ModelRunner:
+    def reset_swa_translations(self):
+        if self.is_hybrid_swa:
+            self.token_to_kv_pool.invalidate_loc_cache()
+""",
+            },
+        ),
         # custom names from [tool.swacheck]
         Invalid(
             """
@@ -398,32 +488,45 @@ class Runner:
 
     @classmethod
     def triggers(cls, config: Config) -> frozenset[str] | None:
-        """An SWA word and the configured names.
+        """An SWA word, the configured names, and the words of a capture or warm-up.
 
-        A finding needs SWA code: the enclosing class or module mentions an SWA word
-        (``is_swa_word``: ``SWA``, or ``swa`` as a whole word) or a configured name.
-        The configured names also make every file that takes part in summaries a
-        candidate, and the file defining the invalidation method (the scope rule) too.
+        A finding sits in a capture or warm-up structure: a ``*.graph(...)`` context
+        (``graph``), ``capture_begin()``, a function or call named with ``capture``, or a
+        function named as a warm-up (``warm``). Whether it is SWA code is decided by its
+        own text (an SWA word: ``is_swa_word``, ``SWA`` or ``swa`` as a whole word, or a
+        configured name) or by the classes it holds, which are looked up only among the
+        files holding an SWA word or a configured name (``swa_class_resolver``), all of
+        them triggers here. The configured names also make every file that takes part in
+        summaries a candidate, and the file defining the invalidation method (the scope
+        rule) too.
         """
-        return frozenset({word("swa"), exact("SWA"), *config_terms(config)})
+        return frozenset(
+            {word("swa"), exact("SWA"), *config_terms(config), "capture", "graph", "warm"}
+        )
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         flow = function_flow(self.context, node)
         regions = capture_regions(flow)
         capture_args = closures_passed_to_capture(flow)
+        warming = is_warmup_routine(node)
         capturing = bool(regions) or bool(capture_args) or is_capture_routine(node)
-        if not capturing or not swa_related(self.context, node):
+        if not (capturing or warming) or not swa_related(self.context, node):
             return
         in_loop = loop_nodes(flow)
         # Forward runs directly in this function.
         runs = ForwardRuns(self.context, node)
         checked = FunctionFlow(self.context, node, extra=runs)
         for cfg_node, position, step in runs.forwards(checked):
-            if (cfg_node in regions or cfg_node in in_loop) and not checked.data.clean_before(
-                cfg_node, position
-            ):
-                where = "graph capture" if cfg_node in regions else "graph warm-up loop"
-                self._report(step.event, None, where)
+            if cfg_node in regions:
+                where = "graph capture"
+            elif cfg_node in in_loop:
+                where = "graph warm-up loop"
+            elif warming:
+                where = f"warm-up `{node.name.value}()`"
+            else:
+                continue
+            if not checked.data.clean_before(cfg_node, position):
+                self._report(step.event, None, where, warm_up=warming and cfg_node not in regions)
         # Local functions run as capture bodies.
         bodies = set(capture_args)
         for name in flow.closures:
@@ -447,13 +550,19 @@ class Runner:
 
     # -- reporting ----------------------------------------------------------------------
 
-    def _report(self, event: Event, closure: cst.FunctionDef | None, where: str) -> None:
+    def _report(
+        self, event: Event, closure: cst.FunctionDef | None, where: str, warm_up: bool = False
+    ) -> None:
         method = self.context.config.invalidate_methods[0]
         callee = f"{event.receiver}.{event.name}" if event.receiver else event.name
+        harm = (
+            "it may be served a translation an earlier run left in the cache"
+            if warm_up
+            else "a warm-up run's cached translation would be captured into the graph"
+        )
         self.report(
             event.node,
-            f"The {where} runs `{callee}()` without `{method}()` first: a warm-up run's "
-            f"cached translation would be captured into the graph (I5)",
+            f"The {where} runs `{callee}()` without `{method}()` first: {harm} (I5)",
             fix=self._fix(closure) if closure is not None else None,
         )
 

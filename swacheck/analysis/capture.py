@@ -16,6 +16,7 @@ The structure SWA004 (I5) reasons about, as path queries on a checked function
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -25,12 +26,14 @@ import libcst as cst
 from swacheck.analysis.dataflow import FILL
 from swacheck.analysis.modes import guard_key, is_swa_word, swa_guard_polarity
 from swacheck.analysis.names import call_name, dotted_name
-from swacheck.analysis.scope import config_terms
+from swacheck.analysis.resolve import CallResolver
+from swacheck.analysis.scope import ORDER_RULES, ScopeFacts, config_terms
 from swacheck.analysis.summaries import resolver
 from swacheck.analysis.walk import walk
 from swacheck.analysis.writes import CALL, Event
 
 if TYPE_CHECKING:
+    from swacheck.analysis.index import ClassInfo
     from swacheck.analysis.names import Names
     from swacheck.analysis.order import FunctionFlow, Step
     from swacheck.analysis.resolve import Target
@@ -38,8 +41,10 @@ if TYPE_CHECKING:
 
 
 def is_forward_run(event: Event) -> bool:
-    """A call that runs the model: ``forward(...)``, ``self.model.forward_decode(...)``."""
-    return event.kind == CALL and event.name.lower().startswith("forward")
+    """A call that runs the model: ``forward(...)``, ``self.model.forward_decode(...)``,
+    ``self.eagle_worker.draft_forward(...)``."""
+    words = [w for w in event.name.split("_") if w]
+    return event.kind == CALL and bool(words) and "forward" in (words[0], words[-1])
 
 
 def is_graph_context(item: cst.WithItem) -> bool:
@@ -58,9 +63,17 @@ def is_capture_routine(function: cst.FunctionDef) -> bool:
     return "capture" in function.name.value.lower()
 
 
+def is_warmup_routine(function: cst.FunctionDef) -> bool:
+    """A function named as a warm-up (``warmup_compile``, ``_warmup``, ``warm_up``): the
+    forwards it runs before a capture start from whatever the cache holds."""
+    words = [w for w in function.name.value.lower().split("_") if w]
+    return "warmup" in words or ("warm", "up") in itertools.pairwise(words)
+
+
 def swa_related(context: FileContext, function: cst.FunctionDef) -> bool:
     """Whether ``function`` is SWA code: its class (or module) mentions an SWA word or a
-    configured name."""
+    configured name, or the class holds an object that is SWA code
+    (:func:`holds_swa_object`)."""
     outer = context.enclosing(function, cst.ClassDef)
     scope: cst.CSTNode = outer if outer is not None else context.module
 
@@ -68,9 +81,101 @@ def swa_related(context: FileContext, function: cst.FunctionDef) -> bool:
         text = context.text if scope is context.module else context.module.code_for_node(scope)
         if any(t in text for t in config_terms(context.config)):
             return True
-        return any(is_swa_word(word) for word in re.findall(r"\w*swa\w*", text, re.I))
+        if any(is_swa_word(word) for word in re.findall(r"\w*swa\w*", text, re.I)):
+            return True
+        return isinstance(scope, cst.ClassDef) and holds_swa_object(context, scope)
 
     return context.memo(("capture.swa_related", id(scope)), compute)
+
+
+def holds_swa_object(context: FileContext, classdef: cst.ClassDef) -> bool:
+    """Whether the class holds, in an attribute of ``self``, an object of an SWA class of
+    the audit: one that owns SWA location buffers (an input holder with
+    ``out_cache_loc_swa``), or whose methods name SWA or a configured name (a model runner
+    with ``is_hybrid_swa`` and the invalidation). The attribute's class is the one the
+    source gives (annotation, constructor) or, where it gives none, the class of the
+    audit named like the attribute (``self.model_runner``: ``ModelRunner``)."""
+    res = swa_class_resolver(context)
+    info = res.class_of(context.path, classdef.name.value)
+    if info is None:
+        return False
+    for attr in sorted(held_attributes(res, info)):
+        held = res.attribute_class(info, attr) or res.resolve_class(_class_name(attr))
+        if held is not None and held is not info and swa_class(res, held):
+            return True
+    return False
+
+
+def swa_class_resolver(context: FileContext) -> CallResolver:
+    """Class resolution over the files that mention SWA or a configured name: exactly the
+    files SWA004's triggers parse, so the classes it sees do not depend on the prefilter."""
+    project = context.project
+
+    def compute() -> CallResolver:
+        files = {
+            path
+            for path, facts in project.modules.items()
+            for code in ORDER_RULES
+            if isinstance(scope := facts.rule_facts.get(code), ScopeFacts) and scope.mentions_swa
+        }
+        return CallResolver(project, context.names, frozenset(files))
+
+    return project.memo(("capture.swa_classes", context.config.fingerprint()), compute)
+
+
+def held_attributes(res: CallResolver, info: ClassInfo) -> set[str]:
+    """The attributes of ``self`` a class (with its bases) assigns or reads."""
+    attrs: set[str] = set()
+    for cls in res.mro(info):
+        attrs |= cls.owned_attributes
+        for method in cls.methods:
+            skeleton = res.project.function(cls.path, f"{cls.name}.{method}")
+            if skeleton is None:
+                continue
+            for events in skeleton.events:
+                for event in events:
+                    parts = (event.receiver or "").split(".")
+                    if len(parts) > 1 and parts[0] == "self":
+                        attrs.add(parts[1])
+    return attrs
+
+
+def swa_class(res: CallResolver, info: ClassInfo) -> bool:
+    """A class of the audit that is SWA code: it (or a base) owns an SWA location buffer
+    or an SWA-named attribute, or a method calls or tests something SWA-named or a
+    configured name."""
+    names = res.names
+
+    def swa_named(name: str) -> bool:
+        return (
+            is_swa_word(name)
+            or names.is_swa_loc(name)
+            or names.is_invalidate(name)
+            or names.is_translate(name)
+            or names.is_mapping(name)
+        )
+
+    for cls in res.mro(info):
+        if any(swa_named(attr) for attr in cls.owned_attributes):
+            return True
+        for method in cls.methods:
+            skeleton = res.project.function(cls.path, f"{cls.name}.{method}")
+            if skeleton is None:
+                continue
+            if any(swa_named(key.lstrip("!").partition(":")[2]) for _, key, _ in skeleton.guards):
+                return True
+            for events in skeleton.events:
+                for event in events:
+                    if swa_named(event.name) or any(
+                        swa_named(part) for part in (event.receiver or "").split(".")
+                    ):
+                        return True
+    return False
+
+
+def _class_name(attr: str) -> str:
+    """``ModelRunner`` for ``model_runner`` / ``_model_runner``."""
+    return "".join(word.capitalize() for word in attr.split("_") if word)
 
 
 class ForwardRuns:

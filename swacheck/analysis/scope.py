@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from swacheck.analysis.modes import is_swa_word
+
 if TYPE_CHECKING:
     from swacheck.config import Config
     from swacheck.context import FileContext
@@ -38,6 +40,8 @@ class ScopeFacts:
 
     relevant: bool
     defines_invalidate: bool
+    # The file holds an SWA word (``is_swa_word``) or a configured name.
+    mentions_swa: bool = False
 
 
 def activation(config: Config) -> tuple[frozenset[str], re.Pattern[bytes]]:
@@ -56,6 +60,8 @@ def scope_facts(context: FileContext) -> ScopeFacts:
             re.search(rf"\bdef\s+{re.escape(name)}\s*\(", context.text)
             for name in config.invalidate_methods
         )
-        return ScopeFacts(relevant_text(context.text, config), defines)
+        relevant = relevant_text(context.text, config)
+        mentions = relevant or is_swa_word(context.text)
+        return ScopeFacts(relevant, defines, mentions)
 
     return context.memo(("swacheck.order.scope",), compute)
