@@ -4,20 +4,15 @@ from __future__ import annotations
 
 import libcst as cst
 
-from swacheck.analysis.aliases import strip_views
 from swacheck.analysis.caches import CacheModel
 from swacheck.analysis.dataflow import FILL
-from swacheck.analysis.order import FunctionFlow, function_flow
+from swacheck.analysis.fresh import FreshTensors
+from swacheck.analysis.order import function_flow
 from swacheck.analysis.scope import config_terms
-from swacheck.analysis.walk import walk
-from swacheck.analysis.writes import CALL, WRITE, is_inplace_method
+from swacheck.analysis.writes import CALL
 from swacheck.config import Config
 from swacheck.order_rule import OrderRule
 from swacheck.rule import Invalid, Valid
-
-# The batch's own location tensor (what ``set_kv_buffer`` translates); translating it
-# (or a slice of it) is the cache's normal use.
-BATCH_LOCATION_NAMES = frozenset({"out_cache_loc"})
 
 # A memoising translation (SGLang #25824's cache): what a fresh tensor's translation
 # can be served from, and leaves behind.
@@ -304,7 +299,7 @@ class Pool:
         if names.is_translate(node.name.value) or names.is_invalidate(node.name.value):
             return
         flow = function_flow(self.context, node)
-        fresh_names: set[str] | None = None
+        fresh = FreshTensors(self.context, flow)
         for cfg_node, position, step in flow.positions_of(FILL):
             event = step.event
             if event.kind != CALL or not names.is_translate(event.name):
@@ -313,9 +308,7 @@ class Pool:
             args = [a.value for a in call.args]
             if not args:
                 continue
-            if fresh_names is None:
-                fresh_names = self._fresh_names(flow)
-            described = self._fresh(args[0], flow, fresh_names)
+            described = fresh.describe(args[0])
             if described is None:
                 continue
             before = flow.data.clean_before(cfg_node, position)
@@ -329,84 +322,3 @@ class Pool:
                 f"Translation of the freshly computed `{described}` is not bracketed by "
                 f"`{method}()`: no flush {' and '.join(missing)} it on every path (I7)",
             )
-
-    # -- what is fresh --------------------------------------------------------------
-
-    def _fresh(self, arg: cst.BaseExpression, flow: FunctionFlow, fresh: set[str]) -> str | None:
-        """A short description of ``arg`` when it is a fresh tensor, else None."""
-        base, _ = strip_views(arg)
-        code = self.context.module.code_for_node(base)
-        if isinstance(base, cst.Attribute):
-            if base.attr.value in BATCH_LOCATION_NAMES:
-                return None
-            written = False
-            for events in flow.analysis.events:
-                for event in events:
-                    if event.kind == WRITE and event.name == base.attr.value:
-                        written = True
-            return code if written else None
-        if isinstance(base, cst.Name):
-            if base.value in BATCH_LOCATION_NAMES:
-                return None
-            return base.value if base.value in fresh else None
-        if isinstance(base, cst.Call):
-            return code if len(code) <= 40 else code[:37] + "..."
-        return None
-
-    def _fresh_names(self, flow: FunctionFlow) -> set[str]:
-        """Names holding a tensor computed in this function.
-
-        A local bound (on every binding) to a computation, or any name written in place
-        here (``x.copy_(...)``, ``x[i] = ...``, ``kernel[grid](..., x)``, ``out=x``); a
-        local bound to a slice/alias of the batch locations or of a parameter is not.
-        """
-        params = set(flow.analysis.params)
-        computed: dict[str, bool] = {}
-        written: set[str] = set()
-
-        class Visitor(cst.CSTVisitor):
-            def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-                return node is flow.function
-
-            def visit_Lambda(self, node: cst.Lambda) -> bool:
-                return False
-
-            def visit_Assign(self, node: cst.Assign) -> None:
-                for target in node.targets:
-                    bind(target.target, node.value)
-
-            def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-                if node.value is not None:
-                    bind(node.target, node.value)
-
-            def visit_Call(self, node: cst.Call) -> None:
-                func = node.func
-                if isinstance(func, cst.Subscript):
-                    for arg in node.args:
-                        mark(arg.value)
-                elif isinstance(func, cst.Attribute) and is_inplace_method(func.attr.value):
-                    mark(func.value)
-                for arg in node.args:
-                    if arg.keyword is not None and arg.keyword.value == "out":
-                        mark(arg.value)
-
-        def mark(expr: cst.BaseExpression) -> None:
-            base, _ = strip_views(expr)
-            if isinstance(base, cst.Name):
-                written.add(base.value)
-
-        def bind(target: cst.BaseExpression, value: cst.BaseExpression) -> None:
-            if isinstance(target, cst.Subscript):
-                mark(target.value)
-                return
-            if not isinstance(target, cst.Name):
-                return
-            base, _ = strip_views(value)
-            is_computation = isinstance(base, cst.Call | cst.BinaryOperation)
-            if isinstance(base, cst.Name | cst.Attribute):
-                is_computation = False
-            computed[target.value] = computed.get(target.value, True) and is_computation
-
-        walk(flow.function, Visitor())
-        fresh = {n for n, ok in computed.items() if ok and n not in params}
-        return (fresh | written) - BATCH_LOCATION_NAMES
