@@ -6,8 +6,8 @@ import libcst as cst
 
 from swacheck.analysis.caches import CacheModel
 from swacheck.analysis.dataflow import FILL
-from swacheck.analysis.fresh import FreshTensors
-from swacheck.analysis.order import function_flow
+from swacheck.analysis.fresh import FreshTensors, translating_helpers
+from swacheck.analysis.order import FunctionFlow, function_flow
 from swacheck.analysis.scope import config_terms
 from swacheck.analysis.writes import CALL
 from swacheck.config import Config
@@ -34,8 +34,12 @@ class FreshTensorTranslationWithoutFlush(OrderRule):
     """
     ## What it does
     Flags a call of a translation method (`translate-methods`) on a freshly computed
-    index tensor (one this function creates, or fills in place, by a kernel launch
-    or through `out=`, such as `window_kv_indices`) that is not bracketed by
+    index tensor (one this function creates, gathers such as a page table
+    `self.req_to_token[req_pool_indices, idx]`, or fills in place, by a kernel launch
+    or through `out=`, such as `window_kv_indices`), or a call handing such a tensor to
+    a function of the same file that translates (a view of) that parameter, directly
+    or through another such function (`self._copy_swa_page_table(metadata, pages)`
+    reaching `self._maybe_translate_swa(pages)`), that is not bracketed by
     invalidations: some path reaches the call without an invalidation since the last
     fill, or leaves it without an invalidation before the next fill or the end of the
     function. Translating the batch's own location tensor (`out_cache_loc`,
@@ -151,6 +155,26 @@ class PlainPool:
                 "cached.py": _POOL,
             },
         ),
+        # a helper translates what it is handed; the caller flushes around the call
+        Valid(
+            """
+import torch
+
+class PagedBackend:
+    def _to_swa(self, token_indices):
+        return self.pool.translate_loc_from_full_to_swa(token_indices.reshape(-1))
+
+    def _fill_swa_pages(self, metadata, page_indices):
+        metadata.swa_pages.copy_(self._to_swa(page_indices))
+
+    def init_metadata(self, metadata, req_pool_indices, strided):
+        page_indices = self.req_to_token[req_pool_indices[:, None], strided[None, :]]
+        self.pool.invalidate_loc_cache()
+        self._fill_swa_pages(metadata, page_indices)
+        self.pool.invalidate_loc_cache()
+""",
+            files={"pool.py": _POOL},
+        ),
     ]
     INVALID = [
         # #26152: window_kv_indices translated with no flush around it
@@ -248,6 +272,35 @@ class Allocator:
 """,
             },
         ),
+        # a page-table gather is a fresh tensor, translated here through two helpers
+        Invalid(
+            """
+import torch
+
+class PagedBackend:
+    def _to_swa(self, token_indices):
+        return self.pool.translate_loc_from_full_to_swa(token_indices.reshape(-1))
+
+    def _fill_swa_pages(self, metadata, page_indices):
+        metadata.swa_pages.copy_(self._to_swa(page_indices))
+
+    def init_metadata(self, metadata, req_pool_indices, strided):
+        page_indices = self.req_to_token[req_pool_indices[:, None], strided[None, :]]
+        self._fill_swa_pages(metadata, page_indices)
+""",
+            line=13,
+            files={"pool.py": _POOL},
+        ),
+        # a gather translated directly
+        Invalid(
+            """
+def window_pages(token_to_kv_pool, req_to_token, req_pool_indices):
+    pages = req_to_token[req_pool_indices]
+    return token_to_kv_pool.translate_loc_from_full_to_swa(pages)
+""",
+            line=4,
+            files={"pool.py": _POOL},
+        ),
         # custom names from [tool.swacheck]
         Invalid(
             """
@@ -300,25 +353,39 @@ class Pool:
             return
         flow = function_flow(self.context, node)
         fresh = FreshTensors(self.context, flow)
+        helpers = translating_helpers(self.context)
+        cls = flow.cls.name if flow.cls is not None else None
         for cfg_node, position, step in flow.positions_of(FILL):
             event = step.event
-            if event.kind != CALL or not names.is_translate(event.name):
+            if event.kind != CALL:
                 continue
             call = event.node
-            args = [a.value for a in call.args]
-            if not args:
-                continue
-            described = fresh.describe(args[0])
-            if described is None:
-                continue
-            before = flow.data.clean_before(cfg_node, position)
-            after = flow.data.covered_after(cfg_node, position, stop_at_fill=True)
-            if before and after:
-                continue
-            method = self.context.config.invalidate_methods[0]
-            missing = [side for side, ok in (("before", before), ("after", after)) if not ok]
-            self.report(
-                call,
-                f"Translation of the freshly computed `{described}` is not bracketed by "
-                f"`{method}()`: no flush {' and '.join(missing)} it on every path (I7)",
-            )
+            if names.is_translate(event.name):
+                handed = [a.value for a in call.args if a.keyword is None][:1]
+                through = ""
+            else:
+                callee = helpers.callee(call, cls) if step.target is not None else None
+                if callee is None:
+                    continue
+                handed = helpers.handed(call, callee)
+                through = f" (translated in `{callee.name.value}()`)"
+            for arg in handed:
+                described = fresh.describe(arg)
+                if described is not None:
+                    self._check(flow, cfg_node, position, call, f"`{described}`{through}")
+                    break
+
+    def _check(
+        self, flow: FunctionFlow, cfg_node: int, position: int, call: cst.Call, what: str
+    ) -> None:
+        before = flow.data.clean_before(cfg_node, position)
+        after = flow.data.covered_after(cfg_node, position, stop_at_fill=True)
+        if before and after:
+            return
+        method = self.context.config.invalidate_methods[0]
+        missing = [side for side, ok in (("before", before), ("after", after)) if not ok]
+        self.report(
+            call,
+            f"Translation of the freshly computed {what} is not bracketed by "
+            f"`{method}()`: no flush {' and '.join(missing)} it on every path (I7)",
+        )
