@@ -27,7 +27,9 @@ class OrderRule(Rule):
     trigger set is the configured names (``config_terms``); a rule may add to it.
     """
 
-    uses_summaries = True
+    @classmethod
+    def needs_skeletons(cls, context: FileContext) -> bool:
+        return True
 
     @classmethod
     def triggers(cls, config: Config) -> frozenset[str] | None:

@@ -73,9 +73,6 @@ class Rule(cst.BatchableCSTVisitor):
     # The invariant (DESIGN.md) and the seed PR(s) the rule comes from.
     invariant: ClassVar[str] = ""
     origin: ClassVar[str] = ""
-    # Whether the rule reads method summaries (the first pass then builds every
-    # function's CFG and events, the costly part of an audit).
-    uses_summaries: ClassVar[bool] = False
     # Whether ``triggers`` holds per top-level definition, not just per file: a finding
     # and every fact it reads lie in top-level ``def``/``class`` blocks (or module-level
     # code) holding a trigger. When all rules of an audit are, the engine blanks the
@@ -107,6 +104,13 @@ class Rule(cst.BatchableCSTVisitor):
         be given (e.g. a configured pattern with no fixed substring).
         """
         return None
+
+    @classmethod
+    def needs_skeletons(cls, context: FileContext) -> bool:
+        """Whether the first pass must build this file's function skeletons (CFGs and
+        events, the costly part of an audit) for the rule's method summaries. Decided on
+        the file alone, so that the prefilter cannot change it."""
+        return False
 
     @classmethod
     def inactive_reason(cls, project: ProjectIndex, config: Config) -> str | None:
