@@ -326,15 +326,15 @@ class ModelRunner:
 
     @classmethod
     def triggers(cls, config: Config) -> frozenset[str] | None:
-        """Mapping, invalidation and translation names.
+        """``replay`` and the mapping, invalidation and translation names.
 
-        A finding needs a dispatcher that itself calls an invalidation method by name,
-        so its file holds an invalidation name. The other names are added so that every
-        file that takes part in summaries is parsed, whichever order rules are selected
-        (see ``order.relevant_text``), and the file defining the invalidation method
-        (the scope rule) always is.
+        A finding needs a dispatcher that calls a ``replay*`` method, so its file holds
+        ``replay``; its invalidation may come through a helper of another file. The
+        configured names are added so that every file that takes part in summaries is
+        parsed, whichever order rules are selected (see ``scope.relevant_text``), and
+        the file defining the invalidation method (the scope rule) always is.
         """
-        return config_terms(config)
+        return frozenset({*config_terms(config), "replay"})
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         flow = function_flow(self.context, node)

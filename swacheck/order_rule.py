@@ -29,7 +29,10 @@ class OrderRule(Rule):
 
     @classmethod
     def needs_skeletons(cls, context: FileContext) -> bool:
-        return True
+        """Files that take part in summaries (a configured name) or mention SWA (the
+        classes a capture runner may hold); other files' functions are read off their
+        tree when the file itself is checked."""
+        return scope_facts(context).mentions_swa
 
     @classmethod
     def triggers(cls, config: Config) -> frozenset[str] | None:

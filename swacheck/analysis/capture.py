@@ -26,6 +26,7 @@ import libcst as cst
 from swacheck.analysis.dataflow import FILL
 from swacheck.analysis.modes import guard_key, is_swa_word, swa_guard_polarity
 from swacheck.analysis.names import call_name, dotted_name
+from swacheck.analysis.order import file_functions, function_flow
 from swacheck.analysis.resolve import CallResolver
 from swacheck.analysis.scope import ORDER_RULES, ScopeFacts, config_terms
 from swacheck.analysis.summaries import resolver
@@ -99,7 +100,7 @@ def holds_swa_object(context: FileContext, classdef: cst.ClassDef) -> bool:
     info = res.class_of(context.path, classdef.name.value)
     if info is None:
         return False
-    for attr in sorted(held_attributes(res, info)):
+    for attr in sorted(held_attributes(res, info) | self_attributes_read(classdef)):
         held = res.attribute_class(info, attr) or res.resolve_class(_class_name(attr))
         if held is not None and held is not info and swa_class(res, held):
             return True
@@ -123,8 +124,22 @@ def swa_class_resolver(context: FileContext) -> CallResolver:
     return project.memo(("capture.swa_classes", context.config.fingerprint()), compute)
 
 
+def self_attributes_read(classdef: cst.ClassDef) -> set[str]:
+    """The attributes of ``self`` the methods of a class of the checked file name."""
+    found: set[str] = set()
+
+    class Visitor(cst.CSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            if isinstance(node.value, cst.Name) and node.value.value == "self":
+                found.add(node.attr.value)
+
+    walk(classdef, Visitor())
+    return found
+
+
 def held_attributes(res: CallResolver, info: ClassInfo) -> set[str]:
-    """The attributes of ``self`` a class (with its bases) assigns or reads."""
+    """The attributes of ``self`` a class (with its bases) assigns, or reads where the
+    first pass built skeletons."""
     attrs: set[str] = set()
     for cls in res.mro(info):
         attrs |= cls.owned_attributes
@@ -206,15 +221,22 @@ class ForwardRuns:
         seen.add(target)
         res = self.resolver
         skeleton = res.skeleton(target)
-        if skeleton is None:
+        if skeleton is not None:
+            owner = res.class_of(target.path, skeleton.cls)
+            types, event_lists = skeleton.types, skeleton.events
+        elif target.path == self.context.path and target.key in file_functions(self.context):
+            # A function of this file without a skeleton: read its events off the tree.
+            analysis = function_flow(self.context, file_functions(self.context)[target.key])
+            owner, types = analysis.cls, analysis.analysis.local_types
+            event_lists = analysis.analysis.events
+        else:
             return False
-        owner = res.class_of(target.path, skeleton.cls)
-        for events in skeleton.events:
+        for events in event_lists:
             for event in events:
                 if is_forward_run(event):
                     return True
                 if event.kind == CALL and event.receiver is not None:
-                    callee = res.resolve_call(event, owner, skeleton.types, target.path)
+                    callee = res.resolve_call(event, owner, types, target.path)
                     if callee is not None and self.runs_forward(callee, depth + 1, seen):
                         return True
         return False

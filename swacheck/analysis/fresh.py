@@ -7,7 +7,6 @@ normal use; a translation of a tensor the function has just computed (a gather, 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -15,6 +14,7 @@ import libcst as cst
 
 from swacheck.analysis.aliases import strip_views
 from swacheck.analysis.names import call_name
+from swacheck.analysis.order import file_functions
 from swacheck.analysis.skeletons import function_key, params_of
 from swacheck.analysis.walk import walk
 from swacheck.analysis.writes import WRITE, is_inplace_method
@@ -150,21 +150,6 @@ class TranslatingHelpers:
         self.context = context
         self._translated: dict[int, frozenset[str]] = {}
 
-    @cached_property
-    def functions(self) -> dict[str, cst.FunctionDef]:
-        """The file's module-level functions and methods by key (``name``, ``Class.name``)."""
-        out: dict[str, cst.FunctionDef] = {}
-
-        def visit(statements: Sequence[cst.CSTNode], cls: str | None) -> None:
-            for stmt in statements:
-                if isinstance(stmt, cst.FunctionDef):
-                    out.setdefault(function_key(cls, stmt.name.value), stmt)
-                elif isinstance(stmt, cst.ClassDef) and isinstance(stmt.body, cst.IndentedBlock):
-                    visit(stmt.body.body, stmt.name.value)
-
-        visit(self.context.module.body, None)
-        return out
-
     def handed(self, call: cst.Call, callee: cst.FunctionDef) -> list[cst.BaseExpression]:
         """The arguments of ``call`` that ``callee`` translates."""
         translated = self.translated_params(callee)
@@ -188,14 +173,14 @@ class TranslatingHelpers:
         a module-level ``name(...)``."""
         func = call.func
         if isinstance(func, cst.Name):
-            return self.functions.get(func.value)
+            return file_functions(self.context).get(func.value)
         if (
             isinstance(func, cst.Attribute)
             and isinstance(func.value, cst.Name)
             and func.value.value == "self"
             and cls is not None
         ):
-            return self.functions.get(function_key(cls, func.attr.value))
+            return file_functions(self.context).get(function_key(cls, func.attr.value))
         return None
 
     def translated_params(self, function: cst.FunctionDef) -> frozenset[str]:

@@ -28,7 +28,7 @@ from swacheck.analysis.skeletons import (
     function_key,
 )
 from swacheck.analysis.summaries import NO_EFFECT, Summary, resolver
-from swacheck.analysis.writes import WRITE, Event
+from swacheck.analysis.writes import CALL, WRITE, Event
 
 if TYPE_CHECKING:
     from swacheck.analysis.index import ClassInfo
@@ -100,9 +100,25 @@ class FunctionFlow:
             if summary.uncovered_write is not None:
                 out.insert(0, (WRITE, None))
             return tuple(out)
-        return self.resolver.event_effects(
+        effects = self.resolver.event_effects(
             event, self.cls, self.analysis.local_types, self.context.path
         )
+        if effects or event.kind != CALL:
+            return effects
+        # A function of this file that has no skeleton (the first pass builds them only
+        # where the rules need them): its summary from the tree itself.
+        target = self.resolver.resolve_call(
+            event, self.cls, self.analysis.local_types, self.context.path
+        )
+        if target is None or target.path != self.context.path:
+            return effects
+        if self.resolver.skeleton(target) is not None:
+            return effects
+        function = file_functions(self.context).get(target.key)
+        if function is None:
+            return effects
+        summary = closure_summary(self.context, function)
+        return tuple((kind, target) for kind in summary.effects)
 
     def initialises(self, node: int, step: Step) -> bool:
         """Whether ``step`` writes the mapping of an object built in this function
@@ -276,6 +292,26 @@ def writes_delegated(context: FileContext, flow: FunctionFlow) -> bool:
     cls = flow.cls.name if flow.cls else None
     target = Target(context.path, function_key(cls, flow.name), cls, flow.name)
     return flow.resolver.delegates(target)
+
+
+def file_functions(context: FileContext) -> dict[str, cst.FunctionDef]:
+    """The checked file's module-level functions and methods by key (``name``,
+    ``Class.name``), as the first pass keys their skeletons."""
+
+    def compute() -> dict[str, cst.FunctionDef]:
+        out: dict[str, cst.FunctionDef] = {}
+
+        def visit(statements: Sequence[cst.CSTNode], cls: str | None) -> None:
+            for stmt in statements:
+                if isinstance(stmt, cst.FunctionDef):
+                    out.setdefault(function_key(cls, stmt.name.value), stmt)
+                elif isinstance(stmt, cst.ClassDef) and isinstance(stmt.body, cst.IndentedBlock):
+                    visit(stmt.body.body, stmt.name.value)
+
+        visit(context.module.body, None)
+        return out
+
+    return context.memo(("swacheck.order.functions",), compute)
 
 
 def closure_summary(context: FileContext, function: cst.FunctionDef) -> Summary:

@@ -195,3 +195,52 @@ def test_start_up_wiring_behind_a_mode_guard(tmp_path: Path) -> None:
         "        self._init_pools(size, allocator, None)\n"
     )
     assert _swa001({"runner.py": source}, tmp_path) == []
+
+
+RUNNER_WITHOUT_SWA_WORDS = (
+    "import torch\n"
+    "from model_runner import ModelRunner\n"
+    "\n"
+    "class PlainGraphRunner:\n"
+    "    def __init__(self, model_runner: ModelRunner):\n"
+    "        self.model_runner = model_runner\n"
+    "\n"
+    "    def _reset(self):\n"
+    "        self.model_runner.reset_state()\n"
+    "\n"
+    "    def capture(self, batch):\n"
+    "        def run_once():\n"
+    "            self._reset()\n"
+    "            return self.model_runner.model.forward(batch)\n"
+    "\n"
+    "        for _ in range(2):\n"
+    "            run_once()\n"
+    "        with torch.cuda.graph(self.graph):\n"
+    "            run_once()\n"
+)
+MODEL_RUNNER = (
+    "class ModelRunner:\n"
+    "    def reset_state(self):\n"
+    "        self.token_to_kv_pool.invalidate_loc_cache()\n"
+)
+POOL = "class SWAKVPool:\n    def invalidate_loc_cache(self):\n        self._key = None\n\n" + MEMO
+
+
+@pytest.mark.parametrize("prefilter", [True, False])
+def test_capture_runner_without_swa_words(tmp_path: Path, prefilter: bool) -> None:
+    # The runner names neither SWA nor a configured name: it is SWA code through the
+    # model runner it holds, and its own helper (a function of a file the first pass
+    # builds no skeletons for) invalidates through that model runner.
+    rule = rule_by_code("SWA004")
+    assert rule is not None
+    options = AuditOptions(rules=[rule], config=config_from_table({}), prefilter=prefilter)
+    files = {
+        "runner.py": RUNNER_WITHOUT_SWA_WORDS,
+        "model_runner.py": MODEL_RUNNER,
+        "pool.py": POOL,
+    }
+    result = audit_sources(files, options, root=tmp_path / "a")
+    assert not result.errors and result.findings == []
+    files["runner.py"] = RUNNER_WITHOUT_SWA_WORDS.replace("            self._reset()\n", "")
+    result = audit_sources(files, options, root=tmp_path / "b")
+    assert [(f.path, f.start.row) for f in result.findings] == [("runner.py", 13)]
