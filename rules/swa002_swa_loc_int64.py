@@ -354,31 +354,30 @@ self.swa_loc = loc.long()
         if name is None or not self.context.names.is_swa_loc(name):
             return
         if not isinstance(target, cst.Name):
-            self._check_value(name, value)
+            self._report_hits(name, list(self._wrong_dtype(value)))
             return
         # A gather or an explicit cast into a plain local is an intermediate (host-side
         # bookkeeping such as freeing slots, or indices converted for a transfer API)
         # unless the value leaves the function: returned, stored on an object, handed to
         # a kernel. Only what is allocated, kept or handed on must be int32.
+        kept = [h for h in self._wrong_dtype(value, gathers=False) if not h.cast]
+        hits = list(self._wrong_dtype(value))
+        if len(hits) == len(kept):
+            self._report_hits(name, kept)
+            return
         scope = self.context.enclosing(statement, cst.FunctionDef) or self.context.module
         escape = escape_of(scope, statement, name)
         if escape is None:
-            self._check_value(name, value, gathers=False, casts=False)
+            self._report_hits(name, kept)
             return
         row = self.context.start(escape.node).row
-        self._check_value(name, value, leaves=f" and is {escape.how} at line {row}")
+        self._report_hits(name, hits, leaves=f" and is {escape.how} at line {row}")
 
-    def _check_value(
-        self,
-        name: str,
-        value: cst.BaseExpression,
-        gathers: bool = True,
-        casts: bool = True,
-        leaves: str = "",
-    ) -> None:
-        for hit in self._wrong_dtype(value, gathers):
-            if not casts and hit.cast:
-                continue
+    def _check_value(self, name: str, value: cst.BaseExpression) -> None:
+        self._report_hits(name, list(self._wrong_dtype(value)))
+
+    def _report_hits(self, name: str, hits: list[_Hit], leaves: str = "") -> None:
+        for hit in hits:
             self.report(
                 hit.node,
                 f"SWA location `{name}` {hit.how}{leaves}; SWA-space locations must be "
