@@ -18,6 +18,7 @@ import libcst as cst
 
 from swacheck.analysis.names import dotted_name
 from swacheck.analysis.padding import BufferWrite, block_writes, is_zero, single_assignments
+from swacheck.analysis.skeletons import annotation_class, constructed_class
 from swacheck.analysis.walk import walk
 
 if TYPE_CHECKING:
@@ -54,35 +55,6 @@ class FileFacts:
     self_filled: set[tuple[str, str]] = field(default_factory=set)
 
 
-def annotation_class(annotation: cst.BaseExpression | None) -> str | None:
-    """``X`` for ``X``, ``mod.X``, ``Optional[X]``, ``X | None``, ``"X"``; else ``None``."""
-    if annotation is None:
-        return None
-    if isinstance(annotation, cst.SimpleString):
-        value = annotation.evaluated_value
-        if not isinstance(value, str):
-            return None
-        try:
-            annotation = cst.parse_expression(value)
-        except cst.ParserSyntaxError:
-            return None
-    if isinstance(annotation, cst.Subscript):
-        name = dotted_name(annotation.value)
-        if name and name.rsplit(".", 1)[-1] == "Optional" and len(annotation.slice) == 1:
-            inner = annotation.slice[0].slice
-            if isinstance(inner, cst.Index):
-                return annotation_class(inner.value)
-        return None
-    if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
-        sides = [s for s in (annotation.left, annotation.right) if not _is_none(s)]
-        return annotation_class(sides[0]) if len(sides) == 1 else None
-    name = dotted_name(annotation)
-    if name is None:
-        return None
-    last = name.rsplit(".", 1)[-1]
-    return last if last[:1].isupper() else None
-
-
 def _is_none(expr: cst.BaseExpression | None) -> bool:
     return isinstance(expr, cst.Name) and expr.value == "None"
 
@@ -107,21 +79,6 @@ def _may_be_none(value: cst.BaseExpression, locals_: dict[str, cst.BaseExpressio
     if isinstance(value, cst.Name) and value.value in locals_:
         return _may_be_none(locals_[value.value], {})
     return False
-
-
-def constructed_class(value: cst.BaseExpression) -> str | None:
-    """``X`` for ``X(...)`` or ``X.factory(...)`` where ``X`` looks like a class name."""
-    if not isinstance(value, cst.Call):
-        return None
-    func = value.func
-    name = dotted_name(func)
-    if name is None:
-        return None
-    parts = name.split(".")
-    for part in reversed(parts):
-        if part[:1].isupper():
-            return part
-    return None
 
 
 @dataclass
@@ -251,7 +208,7 @@ class BufferFactsCollector(cst.CSTVisitor):
         method.written.add(attr)
         if bind and value is not None:
             method.pending.append((attr, value))
-            built = constructed_class(value)
+            built = constructed_class(value, factories=True)
             if built:
                 method.cls.attr_types.setdefault(attr, built)
 
@@ -460,7 +417,7 @@ class BufferOwners:
                 and value.value.value == "self"
             ):
                 return self.attribute_class(self.self_class(owner), value.attr.value)
-            built = constructed_class(value)
+            built = constructed_class(value, factories=True)
             return project.resolve_class(built, near=ctx.path) if built else None
         return None
 

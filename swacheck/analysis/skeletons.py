@@ -12,7 +12,6 @@ knows which names are "the mapping" or "the invalidation"; the method summaries
 
 from __future__ import annotations
 
-import re
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -103,38 +102,52 @@ def condition_reads(
 
 
 def annotation_class(annotation: cst.BaseExpression | None) -> str | None:
-    """``SWAKVPool`` for ``SWAKVPool``, ``Optional[SWAKVPool]``, ``SWAKVPool | None``, ``"X"``."""
+    """The class an annotation names: ``X`` for ``X``, ``mod.X``, ``Optional[X]``,
+    ``X | None`` and the same as a string (``"Optional[X]"``); ``None`` for anything
+    else, including names that do not look like a class (``int``, ``torch.device``)."""
     if annotation is None:
         return None
     if isinstance(annotation, cst.SimpleString):
         value = annotation.evaluated_value
-        if isinstance(value, str) and re.fullmatch(r"[A-Za-z_][\w.]*", value):
-            return value.rsplit(".", 1)[-1]
-        return None
-    if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
-        left, right = annotation_class(annotation.left), annotation_class(annotation.right)
-        if left == "None":
-            return right
-        return left if right in (None, "None") else None
+        if not isinstance(value, str):
+            return None
+        try:
+            annotation = cst.parse_expression(value)
+        except cst.ParserSyntaxError:
+            return None
     if isinstance(annotation, cst.Subscript):
-        name = dotted_name(annotation.value) or ""
-        if name.rsplit(".", 1)[-1] == "Optional" and len(annotation.slice) == 1:
+        name = dotted_name(annotation.value)
+        if name and name.rsplit(".", 1)[-1] == "Optional" and len(annotation.slice) == 1:
             inner = annotation.slice[0].slice
             if isinstance(inner, cst.Index):
                 return annotation_class(inner.value)
         return None
+    if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
+        sides = [s for s in (annotation.left, annotation.right) if not _is_none(s)]
+        return annotation_class(sides[0]) if len(sides) == 1 else None
     name = dotted_name(annotation)
-    return name.rsplit(".", 1)[-1] if name else None
+    if name is None:
+        return None
+    last = name.rsplit(".", 1)[-1]
+    return last if last[:1].isupper() else None
 
 
-def constructed_class(value: cst.BaseExpression | None) -> str | None:
-    """``Cls`` for ``Cls(...)``/``mod.Cls(...)`` (a capitalised callee), else None."""
-    if isinstance(value, cst.Call):
-        name = dotted_name(value.func)
-        if name:
-            last = name.rsplit(".", 1)[-1]
-            if last[:1].isupper():
-                return last
+def _is_none(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "None"
+
+
+def constructed_class(value: cst.BaseExpression | None, factories: bool = False) -> str | None:
+    """``Cls`` for ``Cls(...)``/``mod.Cls(...)`` (a capitalised callee), else None; with
+    ``factories``, also ``Cls`` for a factory call ``Cls.create(...)``."""
+    if not isinstance(value, cst.Call):
+        return None
+    name = dotted_name(value.func)
+    if name is None:
+        return None
+    parts = name.split(".")
+    for part in reversed(parts if factories else parts[-1:]):
+        if part[:1].isupper():
+            return part
     return None
 
 
