@@ -68,11 +68,16 @@ class SwaLocInt64(Rule):
     `torch.arange(n)`, a dtype held in a variable or default argument, a gather from the
     int64 mapping table with no cast). Targets are names, attributes, dict keys,
     keyword arguments and dataclass fields whose name matches `swa-loc-pattern`; the
-    return value of a `translate-methods` method is checked too. A gather or an
-    explicit cast into a plain local is an intermediate (host-side bookkeeping, a value
-    converted again before use) unless the value leaves the function before the local
-    is bound again: returned, stored into an attribute or container, or passed to a
-    Triton launch (through views and dtype-keeping copies such as `.contiguous()`). Mapping tables
+    return value of a `translate-methods` method is checked too. A value bound to a
+    local of a function is a location where it is used as one. A gather or an explicit
+    cast into a local is an intermediate (host-side bookkeeping, a value converted
+    again before use) unless the value leaves the function before the local is bound
+    again: returned, stored into an attribute or container, or passed to a Triton
+    launch (through views and dtype-keeping copies such as `.contiguous()`). An
+    allocation into a local also counts when handed to a call (a buffer holder's
+    constructor), except an allocator's (`self.swa_allocator.alloc_extend(...,
+    swa_last_loc, ...)`): that is the allocator's own input, in its index space and
+    dtype, not a KV location. Mapping tables
     (`full_to_swa_index_mapping`) may be int64 and are never flagged.
 
     ## Why is this bad?
@@ -157,6 +162,14 @@ swa_window = torch.arange(n)
 swa_loc = torch.arange(n).long()
 """,
             config={"swa-loc-dtype": "int64"},
+        ),
+        # the allocator's own input (its index space is int64 by design), not a KV location
+        Valid(
+            """
+def alloc_tail(self, seq_lens, tail_len):
+    swa_prev_loc = torch.tensor([-1], dtype=torch.int64, device=self.device)
+    return self.swa_allocator.alloc_extend(seq_lens, swa_prev_loc, tail_len)
+"""
         ),
         # cast again before it leaves the function: still an intermediate
         Valid(
@@ -263,6 +276,15 @@ metadata.swa_loc = loc.to(device, dtype=torch.int64, non_blocking=True)
 """,
             line=2,
         ),
+        # allocated into a local and handed to the object that keeps it
+        Invalid(
+            """
+def make_buffers(max_tokens, is_hybrid_swa):
+    out_cache_loc_swa = torch.zeros((max_tokens,), dtype=torch.int64)
+    return GraphInputBuffers(out_cache_loc_swa=out_cache_loc_swa)
+""",
+            line=3,
+        ),
         # a local gather that escapes: returned, stored on the object, handed to a kernel
         Invalid(
             """
@@ -353,25 +375,25 @@ self.swa_loc = loc.long()
         name = target_name(target)
         if name is None or not self.context.names.is_swa_loc(name):
             return
-        if not isinstance(target, cst.Name):
-            self._report_hits(name, list(self._wrong_dtype(value)))
-            return
-        # A gather or an explicit cast into a plain local is an intermediate (host-side
-        # bookkeeping such as freeing slots, or indices converted for a transfer API)
-        # unless the value leaves the function: returned, stored on an object, handed to
-        # a kernel. Only what is allocated, kept or handed on must be int32.
-        kept = [h for h in self._wrong_dtype(value, gathers=False) if not h.cast]
         hits = list(self._wrong_dtype(value))
-        if len(hits) == len(kept):
-            self._report_hits(name, kept)
+        function = self.context.enclosing(statement, cst.FunctionDef)
+        if not hits or not isinstance(target, cst.Name) or function is None:
+            self._report_hits(name, hits)  # an attribute, a key, a module global: kept
             return
-        scope = self.context.enclosing(statement, cst.FunctionDef) or self.context.module
-        escape = escape_of(scope, statement, name)
-        if escape is None:
-            self._report_hits(name, kept)
-            return
-        row = self.context.start(escape.node).row
-        self._report_hits(name, hits, leaves=f" and is {escape.how} at line {row}")
+        # A value bound to a local of a function is a location where it is used as one.
+        # A gather or an explicit cast is an intermediate (host-side bookkeeping such as
+        # freeing slots, indices converted for a transfer API) unless it leaves the
+        # function: returned, stored on an object, handed to a kernel. An allocation
+        # also counts when handed to a call, but not to an allocator's (its own input,
+        # in its index space and dtype: SGLang's `swa_last_loc` for the paged
+        # sub-allocator).
+        leaves = escape_of(function, statement, name)
+        if leaves is None:
+            hits = [h for h in self._wrong_dtype(value, gathers=False) if not h.cast]
+            leaves = escape_of(function, statement, name, calls=True) if hits else None
+        if leaves is not None:
+            row = self.context.start(leaves.node).row
+            self._report_hits(name, hits, leaves=f" and is {leaves.how} at line {row}")
 
     def _check_value(self, name: str, value: cst.BaseExpression) -> None:
         self._report_hits(name, list(self._wrong_dtype(value)))

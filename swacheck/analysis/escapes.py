@@ -1,12 +1,13 @@
 """Where a local's value leaves its function: returned, stored on an object, or handed
-to a kernel.
+to a kernel (or, where asked, to any call).
 
 A tensor bound to a local is an intermediate while it stays in the function (host-side
 bookkeeping, a value converted again before use). It escapes when the value itself
 (or a view of it, or a copy that keeps its dtype) is returned, stored into an attribute
 or a container (``self.swa_loc = x``, ``bufs["swa_loc"] = x``), or passed to a Triton
-launch ``kernel[grid](..., x)``. The search follows the function's statements in source
-order from the binding and stops at the next rebinding of the name.
+launch ``kernel[grid](..., x)``; optionally, handed to any call other than an
+allocator's. The search follows the function's statements in source order from the
+binding and stops at the next rebinding of the name.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from swacheck.analysis.aliases import VIEW_METHODS
+from swacheck.analysis.names import call_name
 from swacheck.analysis.walk import walk
 
 # Methods whose result is a tensor of their receiver's dtype (views aside).
@@ -62,9 +64,19 @@ def _rebinds(target: cst.BaseExpression, name: str) -> bool:
     return isinstance(target, cst.StarredElement) and _rebinds(target.value, name)
 
 
-def escape_of(scope: cst.CSTNode, binding: cst.CSTNode, name: str) -> Escape | None:
+def is_allocator_call(call: cst.Call) -> bool:
+    """``allocator.alloc(...)``, ``self.swa_attn_allocator.alloc_extend(...)``: what it is
+    handed is the allocator's own input, in its index space and dtype."""
+    name = call_name(call) or ""
+    return name.split("_", 1)[0] == "alloc"
+
+
+def escape_of(
+    scope: cst.CSTNode, binding: cst.CSTNode, name: str, calls: bool = False
+) -> Escape | None:
     """Where the value ``binding`` (a statement of ``scope``) gives the local ``name``
-    first leaves ``scope``, if it does before ``name`` is bound again."""
+    first leaves ``scope``, if it does before ``name`` is bound again. With ``calls``,
+    handing it to any call but an allocator's (:func:`is_allocator_call`) counts too."""
     found: list[Escape] = []
 
     class Visitor(cst.CSTVisitor):
@@ -103,13 +115,12 @@ def escape_of(scope: cst.CSTNode, binding: cst.CSTNode, name: str) -> Escape | N
                 self.done = True
             elif isinstance(node, cst.Return) and node.value is not None and _is(node.value, name):
                 self._found(Escape("returned", node))
-            elif (
-                isinstance(node, cst.Call)
-                and isinstance(node.func, cst.Subscript)
-                and any(_is(arg.value, name) for arg in node.args)
-            ):
-                kernel = cst.Module([]).code_for_node(node.func.value)
-                self._found(Escape(f"passed to the kernel `{kernel}`", node))
+            elif isinstance(node, cst.Call) and any(_is(arg.value, name) for arg in node.args):
+                if isinstance(node.func, cst.Subscript):
+                    kernel = cst.Module([]).code_for_node(node.func.value)
+                    self._found(Escape(f"passed to the kernel `{kernel}`", node))
+                elif calls and not is_allocator_call(node):
+                    self._found(Escape(f"passed to `{call_name(node) or '?'}()`", node))
 
         def _found(self, escape: Escape) -> None:
             found.append(escape)
