@@ -73,11 +73,11 @@ class Passes:
     ) -> list[type[Rule]]:
         active = []
         for rule in rules:
-            if rule.is_active(project):
+            reason = rule.inactive_reason(project, self.config)
+            if reason is None:
                 active.append(rule)
             else:
-                names = ", ".join(self.config.invalidate_methods)
-                result.inactive[rule.code] = f"no audited file defines {names}"
+                result.inactive[rule.code] = reason
         return active
 
     def _serial(self, count: int) -> bool:
