@@ -18,17 +18,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from . import violations as V
+from .checks import Checks
 from .deferred import DeviceFlags, Layout, is_capturing, segment_size, staged_form
-from .forward_watch import batch_argument
-from .locations import AttributeScan, argument, parameters, unchanged
-
-if TYPE_CHECKING:
-    from .sanitizer import Sanitizer
+from .locations import AttributeScan, argument, batch_argument, parameters, unchanged
 
 POPULATE = "populate_from_forward_batch"
 RUN_METHOD = "run_once"
@@ -45,9 +42,9 @@ LOCATION_WORD = "loc"
 MAX_TAIL_VIEWS = 256
 
 
-def install_graph_runner(san: Sanitizer, runner: object) -> GraphRunnerWatch:
-    watch = GraphRunnerWatch(san, runner)
-    patch = san.patcher.wrap_method
+def install_graph_runner(checks: Checks, runner: object) -> GraphRunnerWatch:
+    watch = GraphRunnerWatch(checks, runner)
+    patch = checks.patcher.wrap_method
     if callable(getattr(runner, "capture", None)):
         patch(runner, "capture", watch.wrap_capture)
     run_target = _run_target(runner)
@@ -126,13 +123,13 @@ Staged = tuple[
 
 
 class GraphRunnerWatch:
-    def __init__(self, san: Sanitizer, runner: object) -> None:
-        self.san = san
+    def __init__(self, checks: Checks, runner: object) -> None:
+        self.checks = checks
         self.runner = runner
         self.label = type(runner).__qualname__
         self.runs_known = _run_target(runner) is not None
         self._batch_locs_registered = False
-        names = san.names
+        names = checks.names
         self._swa_buffers = AttributeScan(runner, lambda name, _: names.is_swa(name))
         # Per populate owner: its location buffers; per buffer, its accumulator segment.
         self._location_buffers: dict[int, AttributeScan] = {}
@@ -144,22 +141,22 @@ class GraphRunnerWatch:
         self._planned_tails = 0
 
     def wrap_capture(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        san = self.san
+        checks = self.checks
 
         def capture(*args: Any, **kwargs: Any) -> Any:
-            san.enter_capture()
+            checks.enter_capture()
             if not self.runs_known:
-                san.begin_capture_run()
+                checks.begin_capture_run()
             try:
                 result = original(*args, **kwargs)
             except BaseException:
                 if not self.runs_known:
-                    san.end_scope(ok=False)
-                san.leave_capture()
+                    checks.end_scope(ok=False)
+                checks.leave_capture()
                 raise
             if not self.runs_known:
-                san.end_scope()
-            san.leave_capture()
+                checks.end_scope()
+            checks.leave_capture()
             self._check_buffer_dtypes("after capture")
             return result
 
@@ -170,18 +167,18 @@ class GraphRunnerWatch:
         CPU, an eager forward) part of whatever forward is in progress. The run's first
         cache access checks that it began with an empty cache (I5): the invalidation may
         sit at the top of the run itself, as in SGLang's ``run_once``."""
-        san = self.san
+        checks = self.checks
 
         def run(*args: Any, **kwargs: Any) -> Any:
-            if not san.capture_depth:
+            if not checks.capture_depth:
                 return original(*args, **kwargs)
-            san.begin_capture_run()
+            checks.begin_capture_run()
             try:
                 result = original(*args, **kwargs)
             except BaseException:
-                san.end_scope(ok=False)
+                checks.end_scope(ok=False)
                 raise
-            san.end_scope()
+            checks.end_scope()
             return result
 
         return run
@@ -204,13 +201,13 @@ class GraphRunnerWatch:
             padded_count = _counter(padded_params, PADDED_COUNT_NAMES, owner, runner)
             raw_at = _position(raw_params)
             padded_at = _position(padded_params)
-            san = self.san
+            checks = self.checks
             swa_scan = self._swa_buffers
             location_scan = self._location_buffers[id(owner)]
             plans: dict[tuple[int, int], PaddingPlan] = {}
             self._plans[id(owner)] = plans
             cat = torch.cat
-            fast = not san.full
+            fast = not checks.full
             self._rescan(owner)
 
             def populate(*args: Any, **kwargs: Any) -> Any:
@@ -223,7 +220,7 @@ class GraphRunnerWatch:
                 # Nothing goes to the device while the stream is capturing. Asking CUDA
                 # costs microseconds, so only within the runner's ``capture``: a runner
                 # captures its graphs there (that is how it was recognised).
-                if san.capture_depth and is_capturing():
+                if checks.capture_depth and is_capturing():
                     return result
                 raw = args[raw_at] if len(args) > raw_at else None
                 if type(raw) is not int:
@@ -237,7 +234,7 @@ class GraphRunnerWatch:
                 plan = plans.get((raw, padded))
                 if plan is None or plan.found is not found or not plan.holds():
                     plan = plans[(raw, padded)] = self._plan(owner, found, raw, padded)
-                san.padding_checks += len(plan.tails)
+                checks.padding_checks += len(plan.tails)
                 if not fast:
                     self._compare_tails(owner, plan, raw, padded)
                     return result
@@ -261,19 +258,19 @@ class GraphRunnerWatch:
         return make
 
     def wrap_replay(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        san = self.san
+        checks = self.checks
 
         def replay(*args: Any, **kwargs: Any) -> Any:
             if not self._batch_locs_registered:
                 self._register_batch_locs()
-            san.forward_called(args, kwargs)
+            checks.forward_called(args, kwargs)
             try:
-                san.dispatch()
+                checks.dispatch()
                 result = original(*args, **kwargs)
             except BaseException:
-                san.end_scope(ok=False)
+                checks.end_scope(ok=False)
                 raise
-            san.end_scope()
+            checks.end_scope()
             return result
 
         return replay
@@ -282,20 +279,20 @@ class GraphRunnerWatch:
 
     def _register_batch_locs(self) -> None:
         """The runner's static location buffers are the batch's locations during replay."""
-        locs = self.san.names.batch_locs(self.runner)
+        locs = self.checks.names.batch_locs(self.runner)
         if locs:
-            self.san.add_static_batch_locs(locs)
+            self.checks.add_static_batch_locs(locs)
             self._batch_locs_registered = True
 
     def _check_buffer_dtypes(self, when: str) -> None:
         self._check_dtypes(self._swa_buffers.tensors(), when)
 
     def _check_dtypes(self, found: list[tuple[str, str, torch.Tensor]], when: str) -> None:
-        san = self.san
+        checks = self.checks
         for label, _, t in found:
-            san.dtype_checks += 1
-            if t.dtype is not san.swa_dtype:
-                san.flag_dtype(t, f"{self.label}.{label} ({when})")
+            checks.dtype_checks += 1
+            if t.dtype is not checks.swa_dtype:
+                checks.flag_dtype(t, f"{self.label}.{label} ({when})")
 
     def _rescan(self, owner: object) -> None:
         """Rescan the runner's SWA buffers and ``owner``'s location buffers, and note the
@@ -314,7 +311,7 @@ class GraphRunnerWatch:
         raw = count(args, kwargs)
         if raw is None:
             batch = batch_argument(args, kwargs)
-            locs = self.san.names.batch_locs(batch) if batch is not None else []
+            locs = self.checks.names.batch_locs(batch) if batch is not None else []
             raw = locs[0].numel() if locs else None
         return raw
 
@@ -325,7 +322,7 @@ class GraphRunnerWatch:
                 tail = buffer.reshape(-1)[raw:padded]
             where = tail.ne(SENTINEL_SLOT).nonzero().reshape(-1)[: V.MAX_VALUES]
             if where.numel():
-                self.san.record(
+                self.checks.record(
                     V.PADDING_NOT_ZEROED,
                     f"{type(owner).__qualname__}.{label}: padded tail [{raw}:{padded}] holds "
                     f"non-sentinel slots at positions {[raw + i for i in where.tolist()]}; "
@@ -356,7 +353,7 @@ class GraphRunnerWatch:
             else:
                 tail = None
             tails.append((label, buffer, tail))
-            if self.san.full:
+            if self.checks.full:
                 continue
             flags, segment = self._slot(owner, label, buffer)
             form = None if tail is None else staged_form(tail)
@@ -389,7 +386,7 @@ class GraphRunnerWatch:
         key = (id(owner), label)
         slot = self._slots.get(key)
         if slot is None or slot[0].device != buffer.device or segment_size(slot) < buffer.numel():
-            slot = self._slots[key] = self.san.flags.slot(
+            slot = self._slots[key] = self.checks.flags.slot(
                 f"{type(owner).__qualname__}.{label}", buffer, V.call_site
             )
         return slot

@@ -240,6 +240,19 @@ def unchanged(snapshots: list[tuple[dict[str, Any], tuple[Any, ...]]]) -> bool:
     return True
 
 
+BATCH_PARAM = "forward_batch"
+
+
+def batch_argument(args: tuple[Any, ...], kwargs: dict[str, Any]) -> object | None:
+    """The forward batch a call was given: by name, else the first object argument."""
+    if BATCH_PARAM in kwargs:
+        return kwargs[BATCH_PARAM]
+    for value in args:
+        if hasattr(value, "__dict__") and not isinstance(value, type):
+            return value
+    return None
+
+
 def argument(args: tuple[Any, ...], kwargs: dict[str, Any], index: int | None, name: str) -> Any:
     """The value passed for a parameter, positionally or by name (``None`` if absent)."""
     if name in kwargs:

@@ -21,11 +21,12 @@ from __future__ import annotations
 import sys
 import weakref
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from . import violations as V
+from .checks import Checks
 from .deferred import is_capturing
 from .locations import Span
 from .model import (
@@ -40,10 +41,7 @@ from .model import (
     tensor_version,
 )
 from .roles import first_present
-from .wrapping import Patcher, Wrapped, public_methods
-
-if TYPE_CHECKING:
-    from .sanitizer import Sanitizer
+from .wrapping import Patcher, Wrapped, forwarding, public_methods
 
 # Methods with their own wrappers; every other public method is wrapped as a possible mutator.
 SET_KV_BUFFER = "set_kv_buffer"
@@ -63,18 +61,68 @@ def _first_mismatches(
     return tuple(where.tolist()), tuple(got.reshape(-1)[where].tolist())
 
 
+# A mutator wrapper's body (``wrapping.forwarding``): the same as ``wrap_mutator``'s
+# generic wrapper, with the method's own parameters.
+_MUTATOR_BODY = """\
+    _sw_checks.mutator_depth += 1
+    try:
+        _sw_result = CALL
+    finally:
+        _sw_checks.mutator_depth -= 1
+    if _sw_checks.live_pools and not _sw_checks.mutator_depth:
+        _sw_check(_sw_name)
+    return _sw_result
+"""
+
+
+def wrap_mutator(checks: Checks, original: Callable[..., Any]) -> Callable[..., Any]:
+    """Any public method of a pool or allocator: at the end of the outermost such call,
+    the mapping must not have moved under a live cached translation (I1)."""
+    name = getattr(original, "__qualname__", getattr(original, "__name__", "?"))
+    pools = checks.pools
+
+    def check(method: str) -> None:
+        for pool in pools:
+            if pool.live is not None:
+                pool.check_mapping_write(method)
+
+    exact = forwarding(
+        original, _MUTATOR_BODY, {"_sw_checks": checks, "_sw_check": check, "_sw_name": name}
+    )
+    if exact is not None:
+        return exact
+
+    def mutator(*args: Any, **kwargs: Any) -> Any:
+        checks.mutator_depth += 1
+        try:
+            result = original(*args, **kwargs)
+        finally:
+            checks.mutator_depth -= 1
+        if checks.live_pools and not checks.mutator_depth:
+            check(name)
+        return result
+
+    return mutator
+
+
+def install_allocator(checks: Checks, allocator: object) -> None:
+    """An object that writes the mapping without owning the cache: I1 at its exits."""
+    for name in public_methods(allocator):
+        checks.patcher.wrap_method(allocator, name, lambda original: wrap_mutator(checks, original))
+
+
 class PoolWatch:
     def __init__(
         self,
-        san: Sanitizer,
+        checks: Checks,
         pool: object,
         label: str,
         kv_buffers: Callable[[], Sequence[torch.Tensor]] | None,
     ) -> None:
-        config = san.config
+        config = checks.config
         mapping_attr = first_present(pool, config.mapping_attributes, method=False)
         assert mapping_attr is not None
-        self.san = san
+        self.checks = checks
         self.pool = pool
         self.label = label
         self.mapping_attr = mapping_attr
@@ -96,7 +144,7 @@ class PoolWatch:
     # -- installation -------------------------------------------------------------------
 
     def install(self, patcher: Patcher) -> None:
-        config = self.san.config
+        config = self.checks.config
         special = {*config.translate_methods, *config.invalidate_methods, SET_KV_BUFFER}
         for name in config.translate_methods:
             if callable(getattr(self.pool, name, None)):
@@ -108,9 +156,14 @@ class PoolWatch:
                 )
         if callable(getattr(self.pool, SET_KV_BUFFER, None)):
             patcher.wrap_method(self.pool, SET_KV_BUFFER, self._wrap_set_kv_buffer)
+        checks = self.checks
+
+        def mutator(original: Callable[..., Any]) -> Callable[..., Any]:
+            return wrap_mutator(checks, original)
+
         for name in public_methods(self.pool):
             if name not in special:
-                patcher.wrap_method(self.pool, name, self.san.wrap_mutator)
+                patcher.wrap_method(self.pool, name, mutator)
 
     def mapping(self) -> torch.Tensor:
         return getattr(self.pool, self.mapping_attr)
@@ -134,10 +187,10 @@ class PoolWatch:
         """Every translation passes here (twice a decode step), so the wrapper is one
         function: the common path, a miss outside any live entry, calls nothing of the
         sanitizer's and builds its record (:class:`CacheEntry`) as one tuple."""
-        san = self.san
-        pools = san.pools
+        checks = self.checks
+        pools = checks.pools
         is_tensor = torch.Tensor
-        swa_dtype = san.swa_dtype
+        swa_dtype = checks.swa_dtype
         pool = self.pool
         mapping_attr = self.mapping_attr
         get_frame = sys._getframe
@@ -150,14 +203,14 @@ class PoolWatch:
         def translate(kv_indices: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
             # Earlier writes outside watched calls (I1), then the scope-start checks (I5/I6)
             # if this is the scope's first cache access.
-            if san.live_pools:
+            if checks.live_pools:
                 for watch in pools:
                     if watch.live is not None:
                         watch.check_mapping_write(None)
-            scope = san.scope
+            scope = checks.scope
             if not scope.dispatched and scope.active:
-                san.dispatch()
-                scope = san.scope
+                checks.dispatch()
+                scope = checks.scope
             pointer = kv_indices.data_ptr()
             live = self.live
             if live is not None and scope.active:
@@ -167,7 +220,7 @@ class PoolWatch:
                 return result
             # The same live result object again, unwritten, is a hit (I2); anything else a
             # miss, which fills a new entry.
-            san.stale_checks += 1
+            checks.stale_checks += 1
             try:
                 version = result._version
             except RuntimeError:  # an inference tensor keeps no version
@@ -202,7 +255,7 @@ class PoolWatch:
                 else:
                     offset = frame.f_lasti
                 if live is None:  # an entry goes live: invalidations matter again
-                    san.live_pools += 1
+                    checks.live_pools += 1
                     for wrapped in invalidators:
                         wrapped.step_in()
                 self.entry = self.live = tuple_new(  # type: ignore[call-overload]
@@ -226,9 +279,9 @@ class PoolWatch:
                     ),
                 )
                 self.reported = NOTHING_REPORTED
-            san.dtype_checks += 1
+            checks.dtype_checks += 1
             if result.dtype is not swa_dtype:
-                san.flag_dtype(result, f"{self.label}.{self._translate_name}() output")
+                checks.flag_dtype(result, f"{self.label}.{self._translate_name}() output")
             return result
 
         return translate
@@ -249,13 +302,13 @@ class PoolWatch:
     def end_live(self) -> None:
         """The live entry was invalidated: no entry is live until the next miss."""
         self.live = None
-        self.san.live_pools -= 1
+        self.checks.live_pools -= 1
         for wrapped in self._invalidators:
             wrapped.step_aside()
 
     def _wrap_set_kv_buffer(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        san = self.san
-        swa_params = san.names.swa_params(original)
+        checks = self.checks
+        swa_params = checks.names.swa_params(original)
         label = self.label
 
         def set_kv_buffer(*args: Any, **kwargs: Any) -> Any:
@@ -267,9 +320,9 @@ class PoolWatch:
                 else:
                     continue
                 if isinstance(value, torch.Tensor):
-                    san.dtype_checks += 1
-                    if value.dtype is not san.swa_dtype:
-                        san.flag_dtype(value, f"{label}.set_kv_buffer({name}=...)")
+                    checks.dtype_checks += 1
+                    if value.dtype is not checks.swa_dtype:
+                        checks.flag_dtype(value, f"{label}.set_kv_buffer({name}=...)")
             self._kv_depth += 1
             try:
                 return original(*args, **kwargs)
@@ -291,24 +344,24 @@ class PoolWatch:
         if token is None:
             return True  # freed: not the batch's locations, which the batch holds
         device = token.device if STORAGE_OBJECTS_PRESERVED else None  # type: ignore[attr-defined]
-        return not _starts_in(entry.key_ptr, device, self.san.own_spans())
+        return not _starts_in(entry.key_ptr, device, self.checks.own_spans())
 
     def _check_key_change(self, entry: CacheEntry, kv: torch.Tensor, pointer: int) -> None:
         """I7: within one forward, another tensor is translated without an invalidation
         in between and one side is a freshly computed tensor (a fresh tensor freed and its
         address reused is the case where the pool would even hit). ``entry`` is live."""
-        san = self.san
-        if entry.scope_id != san.scope.scope_id:
+        checks = self.checks
+        if entry.scope_id != checks.scope.scope_id:
             return
-        san.fresh_checks += 1
-        fresh = not self._kv_depth and not _starts_in(pointer, kv.device, san.own_spans())
+        checks.fresh_checks += 1
+        fresh = not self._kv_depth and not _starts_in(pointer, kv.device, checks.own_spans())
         entry_fresh = self._fresh(entry)
         if not (fresh or entry_fresh) or entry.key_difference(kv) is None:
             return  # batch locations may change key; the same tensor again is a plain hit
         self.mark(V.UNFLUSHED_FRESH_TRANSLATION)
         what = "a freshly computed tensor" if fresh else "the batch's locations"
         before = "a fresh tensor's" if entry_fresh else "the batch locations'"
-        san.record(
+        checks.record(
             V.UNFLUSHED_FRESH_TRANSLATION,
             f"{self.label}: translating {what} ({kv.numel()} indices) while {before} "
             f"translation cached at {entry.site} is still live; bracket fresh translations "
@@ -317,7 +370,7 @@ class PoolWatch:
         )
 
     def _check_hit(self, entry: CacheEntry, kv: torch.Tensor, result: torch.Tensor) -> None:
-        san = self.san
+        checks = self.checks
         if V.STALE_TRANSLATION in self.reported or kv.numel() == 0:
             return  # an empty translation cannot be wrong
         if entry is not self.live:
@@ -328,19 +381,19 @@ class PoolWatch:
                 reason = "the mapping was written since it was filled"
         if reason is not None:
             self.mark(V.STALE_TRANSLATION)
-            san.record(
+            checks.record(
                 V.STALE_TRANSLATION,
                 f"{self.label}: cached translation from {entry.site} served for "
                 f"{kv.numel()} indices, but {reason}",
                 values=_head(kv),
             )
             return
-        if san.full and not is_capturing():
+        if checks.full and not is_capturing():
             self._compare_content(entry, kv, result)
 
     def _compare_content(self, entry: CacheEntry, kv: torch.Tensor, result: torch.Tensor) -> None:
         """``full``: re-translate a hit and compare; catches writes no version counter sees."""
-        san = self.san
+        checks = self.checks
         want = self.mapping()[kv.long()].to(result.dtype)
         if want.shape == result.shape and torch.equal(want, result):
             return
@@ -349,7 +402,7 @@ class PoolWatch:
             where, got = (), ()
         else:
             where, got = _first_mismatches(result, want)
-        san.record(
+        checks.record(
             V.STALE_TRANSLATION,
             f"{self.label}: cached translation differs from re-translating its key now "
             f"(positions {list(where)}); the key or mapping changed behind the version counters",
@@ -362,7 +415,7 @@ class PoolWatch:
         entry = self.live
         if entry is None or V.UNINVALIDATED_MAPPING_WRITE in self.reported:
             return
-        self.san.mapping_checks += 1
+        self.checks.mapping_checks += 1
         mapping = getattr(self.pool, self.mapping_attr)
         # The common answer without working it out (mutators run several times a decode
         # step with an entry live): the tensor object the entry was gathered from (see
@@ -384,7 +437,7 @@ class PoolWatch:
             return
         self.mark(V.UNINVALIDATED_MAPPING_WRITE)
         during = "outside any watched call" if method is None else f"during {method}()"
-        self.san.record(
+        self.checks.record(
             V.UNINVALIDATED_MAPPING_WRITE,
             f"{self.label}.{self.mapping_attr} changed ({reason}) {during} while the translation "
             f"cached at {entry.site} was live, and no {self._invalidate_name}() followed",
@@ -399,7 +452,7 @@ class PoolWatch:
             return
         self.mark(kind_name)
         what = "a graph capture/warm-up run" if kind is ScopeKind.CAPTURE_RUN else "a forward"
-        self.san.record(
+        self.checks.record(
             kind_name,
             f"{self.label}: {what} started with the translation cached at {entry.site} still "
             f"live; {self._invalidate_name}() must run first",
@@ -409,12 +462,12 @@ class PoolWatch:
     def check_scope_end(self) -> None:
         """I7: a fresh tensor's translation must not outlive its bracket."""
         entry = self.live
-        if entry is None or entry.scope_id != self.san.scope.scope_id:
+        if entry is None or entry.scope_id != self.checks.scope.scope_id:
             return
         if V.UNFLUSHED_FRESH_TRANSLATION in self.reported or not self._fresh(entry):
             return
         self.mark(V.UNFLUSHED_FRESH_TRANSLATION)
-        self.san.record(
+        self.checks.record(
             V.UNFLUSHED_FRESH_TRANSLATION,
             f"{self.label}: the fresh tensor's translation cached at {entry.site} is still live "
             f"when the forward ends; a later lookup at the same address would hit it",
