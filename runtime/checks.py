@@ -30,6 +30,9 @@ from .locations import LocationNames, Span, batch_argument, span
 from .model import Scope, ScopeKind
 from .wrapping import Patcher
 
+# Left out of a violation's pytest traceback (``violations.hide_from_traceback``).
+__tracebackhide__ = V.hide_from_traceback
+
 LEVELS = ("fast", "full")
 ACTIONS = ("raise", "log")
 
@@ -84,11 +87,18 @@ class Checks:
         self.action = action
         self.config = config
         self.full = level == "full"
-        self.swa_dtype: torch.dtype = getattr(torch, config.swa_loc_dtype)
+        # The dtypes SWA locations may have where they are consumed (I3).
+        self.swa_dtypes: frozenset[torch.dtype] = frozenset(
+            getattr(torch, name)
+            for name in config.runtime_swa_loc_dtypes or (config.swa_loc_dtype,)
+        )
         self.names = LocationNames(config.swa_loc_pattern, batch_loc_names)
         self.patcher = Patcher()
         self.pools: list[CacheWatch] = []
         self.sampled: list[Sampled] = []
+        # Objects whose populate method some graph watch wraps (by id): one watch each,
+        # whether found through a runner or watched on their own.
+        self.populate_owners: set[int] = set()
         # Checks run, one counter per kind (see ``checks``).
         self.mapping_checks = 0
         self.stale_checks = 0
@@ -103,6 +113,7 @@ class Checks:
         # Violations not turned into an exception (``log``, or found at report time); the
         # first ``MAX_KEPT`` of each kind, like ``violations``.
         self.unraised: list[V.Violation] = []
+        self._deferred_raised = 0  # of ``unraised``, how many check_deferred raised
         self.flags = DeferredFlags()
         # Between scopes, ``scope`` is the idle scope.
         self._idle = Scope(spans=())
@@ -173,18 +184,23 @@ class Checks:
     def check_dtype(self, t: torch.Tensor, what: str) -> None:
         """I3: an SWA-space location tensor must have the configured dtype."""
         self.dtype_checks += 1
-        if t.dtype is not self.swa_dtype:
+        if t.dtype not in self.swa_dtypes:
             self.flag_dtype(t, what)
 
-    def flag_dtype(self, t: torch.Tensor, what: str) -> None:
+    def flag_dtype(self, t: torch.Tensor, what: str, *, static: bool = False) -> None:
         """An SWA-space location tensor of the wrong dtype (already counted as checked).
         Each offending tensor is reported once, however many checks (contract, buffer,
-        argument) see it."""
+        argument) see it. A ``static`` buffer's dtype is a property of its allocation, not
+        of the call that found it: it is recorded now and raised at the next
+        :meth:`check_deferred` (the end of a test, under the pytest plugin), so a call's
+        own violation (a padded tail left by that populate) is the one raised first."""
         if t not in self._dtype_flagged:
             self._dtype_flagged[t] = True
             self.record(
                 V.SWA_LOC_DTYPE,
-                f"{what} is {t.dtype}, expected {self.swa_dtype} (shape {tuple(t.shape)})",
+                f"{what} is {t.dtype}, expected {' or '.join(sorted(map(str, self.swa_dtypes)))} "
+                f"(shape {tuple(t.shape)})",
+                deferred=static,
             )
 
     def dtype_flagged(self) -> int:
@@ -215,7 +231,7 @@ class Checks:
             if check:
                 for name, t in swa:
                     self.dtype_checks += 1
-                    if t.dtype is not self.swa_dtype:
+                    if t.dtype not in self.swa_dtypes:
                         self.flag_dtype(t, f"forward_batch.{name}")
 
     def own_spans(self) -> tuple[Span, ...]:
@@ -352,14 +368,19 @@ class Checks:
         for source in found:
             self.record(
                 V.PADDING_NOT_ZEROED,
-                f"padded tail of {source.label} held non-sentinel slots after a populate since "
-                f"the last check (first populate seen at {source.site}); padded tokens write "
-                f"their KV there",
+                f"the padded tail of {source.label} held slots other than the sentinel 0 "
+                f"after a padded populate since the last check, so padded tokens wrote their "
+                f"KV into those slots; the populate (at the place named) must reset the tail",
                 site=source.site,
                 deferred=deferred,
             )
 
     def check_deferred(self) -> None:
-        """Wait for the device-side checks and record what they found (raises per action)."""
+        """Wait for the device-side checks and record what they found; under ``raise``,
+        raise the first violation not raised yet (device-side or deferred)."""
         self.end_implicit()
         self.record_flags(self.flags.drain(), deferred=False)
+        if self.action == "raise" and len(self.unraised) > self._deferred_raised:
+            violation = self.unraised[self._deferred_raised]
+            self._deferred_raised += 1
+            raise V.ERROR_BY_KIND[violation.kind](violation)

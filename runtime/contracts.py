@@ -45,9 +45,13 @@ import jaxtyping
 import torch
 from typeguard import TypeCheckError, check_type
 
+from . import violations as V
 from .checks import Checks
 from .locations import parameters
 from .wrapping import Wrapped, public_methods
+
+# Left out of a violation's pytest traceback (``violations.hide_from_traceback``).
+__tracebackhide__ = V.hide_from_traceback
 
 RETURN = "return"
 # ``fast``: the first calls of each method are all checked; after that, one call each
@@ -222,7 +226,7 @@ class Contract:
             what = "result" if param == RETURN else f"argument {param!r}"
             message = f"{self.qualname}: {what} is {_describe(value)}, annotated {hint}"
             swa_loc = checks.names.is_swa(param) or (param == RETURN and self.swa_result)
-            if swa_loc and isinstance(value, torch.Tensor) and value.dtype != checks.swa_dtype:
+            if swa_loc and isinstance(value, torch.Tensor) and value.dtype not in checks.swa_dtypes:
                 checks.check_dtype(value, f"contract: {message}")
                 continue
             raise TypeCheckError(message) from exc

@@ -7,9 +7,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from . import violations as V
 from .checks import Checks
 from .locations import batch_argument
 from .wrapping import public_methods
+
+# Left out of a violation's pytest traceback (``violations.hide_from_traceback``).
+__tracebackhide__ = V.hide_from_traceback
 
 METADATA_PREFIX = "init_forward_metadata"
 

@@ -173,20 +173,47 @@ def _is_dataclass_instance(value: object) -> bool:
 
 
 def attributes(obj: object) -> Iterator[tuple[str, str, Any]]:
-    """``(label, name, value)`` of ``obj``'s attributes and of those of dataclasses it holds."""
+    """``(label, name, value)`` of ``obj``'s attributes, of the dataclasses it holds, and
+    of what the string-keyed dictionaries it holds map to (tensors, and the fields of
+    dataclasses: a registry's ``_slots["out_cache_loc"].buffer``, named by its key)."""
     namespace = getattr(obj, "__dict__", None)
     if namespace is None:
         return
     for name, value in list(namespace.items()):
         yield name, name, value
-        if not isinstance(value, torch.Tensor) and _is_dataclass_instance(value):
+        if isinstance(value, torch.Tensor):
+            continue
+        if _is_dataclass_instance(value):
             for inner, inner_value in vars(value).items():
                 yield f"{name}.{inner}", inner, inner_value
+        elif type(value) is dict:
+            for key, entry in list(value.items()):
+                if not isinstance(key, str):
+                    continue
+                if isinstance(entry, torch.Tensor):
+                    yield f"{name}[{key!r}]", key, entry
+                elif _is_dataclass_instance(entry):
+                    for inner, inner_value in vars(entry).items():
+                        if isinstance(inner_value, torch.Tensor):
+                            yield f"{name}[{key!r}].{inner}", key, inner_value
+
+
+def _namespaces(value: object) -> Iterator[dict[str, Any]]:
+    """The namespaces under one attribute value that ``attributes`` reads."""
+    if isinstance(value, torch.Tensor):
+        return
+    if _is_dataclass_instance(value):
+        yield vars(value)
+    elif type(value) is dict:
+        yield value  # type: ignore[misc]
+        for entry in value.values():  # type: ignore[attr-defined]
+            if not isinstance(entry, torch.Tensor) and _is_dataclass_instance(entry):
+                yield vars(entry)
 
 
 class AttributeScan:
-    """``(label, name, tensor)`` for the tensor attributes of a long-lived object (and of
-    the dataclasses it holds) that pass ``wanted(name, tensor)``.
+    """``(label, name, tensor)`` for the tensors of a long-lived object (see
+    :func:`attributes`) that pass ``wanted(name, tensor)``.
 
     The scan is redone only when an attribute of the object or of one of those
     dataclasses was rebound, added or removed since the last one, so a graph runner's
@@ -222,8 +249,7 @@ class AttributeScan:
         values = tuple(namespace.values())
         self.snapshots.append((namespace, values))
         for value in values:
-            if not isinstance(value, torch.Tensor) and _is_dataclass_instance(value):
-                inner = vars(value)
+            for inner in _namespaces(value):
                 self.snapshots.append((inner, tuple(inner.values())))
         self.found = [
             (label, name, value)

@@ -1,9 +1,11 @@
-"""Checks on an SWA pool: its translation cache (I2, I7), its mapping writes (I1), and the
-dtype of what it hands out and is handed (I3).
+"""Checks on an SWA pool, by its cache model (``model.CacheModel``): a memoising
+translate's cache (I2, I5, I6, I7) and the mapping writes under it (I1); attribute
+caches (``attribute_cache``); the dtype of the SWA locations its KV writes consume
+(``consumers``); a pool without a cache gets no cache checks at all.
 
-A cache hit is recognised from the outside: the translate method returned the very
-tensor object of the live entry, not written since. Everything else is a miss,
-which records a new entry. That needs no knowledge of the pool's cache fields, so a
+A memoising translate's cache hit is recognised from the outside: the translate
+method returned the very tensor object of the live entry, not written since. Everything
+else is a miss, which records a new entry. That needs no knowledge of the pool's cache fields, so a
 foreign pool is checked exactly like the reference one.
 
 The wrappers run on every translation and every allocator call (some twenty calls a
@@ -18,6 +20,7 @@ allocator call and a scope boundary cost one integer test.
 
 from __future__ import annotations
 
+import logging
 import sys
 import weakref
 from collections.abc import Callable, Sequence
@@ -26,7 +29,10 @@ from typing import Any
 import torch
 
 from . import violations as V
+from .attribute_cache import AttributeCacheWatch
+from .bytecode import class_functions, self_access, source_line
 from .checks import Checks
+from .consumers import install_subpool_writes, pool_write_check
 from .deferred import is_capturing
 from .locations import Span
 from .model import (
@@ -34,6 +40,7 @@ from .model import (
     NOTHING_REPORTED,
     STORAGE_OBJECTS_PRESERVED,
     CacheEntry,
+    CacheModel,
     ScopeKind,
     StorageRef,
     TensorIdentity,
@@ -41,10 +48,15 @@ from .model import (
     tensor_version,
 )
 from .roles import first_present
-from .wrapping import Patcher, Wrapped, forwarding, public_methods
+from .wrapping import Patcher, Wrapped, forwarding, original_of, public_methods
 
-# Methods with their own wrappers; every other public method is wrapped as a possible mutator.
-SET_KV_BUFFER = "set_kv_buffer"
+# Left out of a violation's pytest traceback (``violations.hide_from_traceback``).
+__tracebackhide__ = V.hide_from_traceback
+
+logger = logging.getLogger("swacheck.runtime")
+
+# How deep the search for the lines that write the mapping follows ``self.method()`` calls.
+WRITE_SEARCH_DEPTH = 3
 
 # The kind a scope's start checks for, by scope kind (I6, I5).
 SCOPE_START_KIND = {
@@ -70,7 +82,7 @@ _MUTATOR_BODY = """\
     finally:
         _sw_checks.mutator_depth -= 1
     if _sw_checks.live_pools and not _sw_checks.mutator_depth:
-        _sw_check(_sw_name)
+        _sw_check(_sw_original)
     return _sw_result
 """
 
@@ -78,17 +90,14 @@ _MUTATOR_BODY = """\
 def wrap_mutator(checks: Checks, original: Callable[..., Any]) -> Callable[..., Any]:
     """Any public method of a pool or allocator: at the end of the outermost such call,
     the mapping must not have moved under a live cached translation (I1)."""
-    name = getattr(original, "__qualname__", getattr(original, "__name__", "?"))
     pools = checks.pools
 
-    def check(method: str) -> None:
+    def check(method: Callable[..., Any]) -> None:
         for pool in pools:
             if pool.live is not None:
                 pool.check_mapping_write(method)
 
-    exact = forwarding(
-        original, _MUTATOR_BODY, {"_sw_checks": checks, "_sw_check": check, "_sw_name": name}
-    )
+    exact = forwarding(original, _MUTATOR_BODY, {"_sw_checks": checks, "_sw_check": check})
     if exact is not None:
         return exact
 
@@ -99,7 +108,7 @@ def wrap_mutator(checks: Checks, original: Callable[..., Any]) -> Callable[..., 
         finally:
             checks.mutator_depth -= 1
         if checks.live_pools and not checks.mutator_depth:
-            check(name)
+            check(original)
         return result
 
     return mutator
@@ -118,6 +127,7 @@ class PoolWatch:
         pool: object,
         label: str,
         kv_buffers: Callable[[], Sequence[torch.Tensor]] | None,
+        model: CacheModel,
     ) -> None:
         config = checks.config
         mapping_attr = first_present(pool, config.mapping_attributes, method=False)
@@ -127,6 +137,20 @@ class PoolWatch:
         self.label = label
         self.mapping_attr = mapping_attr
         self.kv_buffers = kv_buffers
+        self.model = model
+        self.memoising = model.memoising
+        self.attribute_cache = (
+            AttributeCacheWatch(
+                checks,
+                pool,
+                label,
+                mapping_attr,
+                model.attributes,
+                config.invalidate_methods[0],
+            )
+            if model.attributes
+            else None
+        )
         # The last entry filled; the same entry while no invalidation has followed it; the
         # kinds already reported against it (one missing invalidation, one report).
         self.entry: CacheEntry | None = None
@@ -140,12 +164,15 @@ class PoolWatch:
         self._mapping_known: TensorIdentity | None = None
         # The invalidation methods' wrappers: in place only while an entry is live.
         self._invalidators: list[Wrapped] = []
+        # The last translation handed out, while translate is not known to memoise.
+        self._last_result: weakref.ref[torch.Tensor] | None = None
 
     # -- installation -------------------------------------------------------------------
 
     def install(self, patcher: Patcher) -> None:
         config = self.checks.config
-        special = {*config.translate_methods, *config.invalidate_methods, SET_KV_BUFFER}
+        writes = tuple(n for n in config.kv_write_methods if callable(getattr(self.pool, n, None)))
+        special = {*config.translate_methods, *config.invalidate_methods, *writes}
         for name in config.translate_methods:
             if callable(getattr(self.pool, name, None)):
                 patcher.wrap_method(self.pool, name, self._wrap_translate)
@@ -154,8 +181,9 @@ class PoolWatch:
                 self._invalidators.append(
                     patcher.wrap_method(self.pool, name, self._wrap_invalidate)
                 )
-        if callable(getattr(self.pool, SET_KV_BUFFER, None)):
-            patcher.wrap_method(self.pool, SET_KV_BUFFER, self._wrap_set_kv_buffer)
+        for name in writes:
+            patcher.wrap_method(self.pool, name, self._wrap_kv_write)
+        install_subpool_writes(self.checks, self.pool, self.label)
         checks = self.checks
 
         def mutator(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -164,6 +192,8 @@ class PoolWatch:
         for name in public_methods(self.pool):
             if name not in special:
                 patcher.wrap_method(self.pool, name, mutator)
+        if self.attribute_cache is not None:
+            self.attribute_cache.install(patcher)
 
     def mapping(self) -> torch.Tensor:
         return getattr(self.pool, self.mapping_attr)
@@ -184,13 +214,61 @@ class PoolWatch:
     # -- wrappers -----------------------------------------------------------------------
 
     def _wrap_translate(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        """A memoising translate's cache checks; otherwise a translation is only observed:
+        recorded for the attribute caches, its dtype checked where configured, and
+        compared with the one before (the very same tensor handed back is a cache after
+        all: from then on it is checked as one)."""
+        memoising = self._memoising_translate(original)
+        if self.memoising:
+            return memoising
+        checks = self.checks
+        check_dtype = checks.config.check_translate_dtype
+        attribute_cache = self.attribute_cache
+        what = f"{self.label}.{self._translate_name}() output"
+
+        def translate(kv_indices: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            if self.memoising:
+                return memoising(kv_indices, *args, **kwargs)
+            result = original(kv_indices, *args, **kwargs)
+            if not isinstance(result, torch.Tensor):
+                return result
+            last = self._last_result
+            if last is not None and last() is result and result is not kv_indices:
+                self._observed_memoisation()
+            self._last_result = weakref.ref(result)
+            if attribute_cache is not None:
+                attribute_cache.record(kv_indices, result)
+            if check_dtype:
+                checks.check_dtype(result, what)
+            return result
+
+        return translate
+
+    def _observed_memoisation(self) -> None:
+        """Translate handed back the tensor it returned before: it memoises, whatever its
+        class suggested. Checked as a memoising cache from the next call on."""
+        self.memoising = True
+        self.model = CacheModel(
+            True,
+            self.model.attributes,
+            "observed: translate handed back the tensor it returned before",
+        )
+        logger.warning(
+            "%s: %s() handed back the same tensor twice: checked as a memoising cache from now "
+            "on (declare cache-model to say so from the start)",
+            self.label,
+            self._translate_name,
+        )
+
+    def _memoising_translate(self, original: Callable[..., Any]) -> Callable[..., Any]:
         """Every translation passes here (twice a decode step), so the wrapper is one
         function: the common path, a miss outside any live entry, calls nothing of the
         sanitizer's and builds its record (:class:`CacheEntry`) as one tuple."""
         checks = self.checks
         pools = checks.pools
         is_tensor = torch.Tensor
-        swa_dtype = checks.swa_dtype
+        check_dtype = checks.config.check_translate_dtype
+        swa_dtypes = checks.swa_dtypes
         pool = self.pool
         mapping_attr = self.mapping_attr
         get_frame = sys._getframe
@@ -279,9 +357,10 @@ class PoolWatch:
                     ),
                 )
                 self.reported = NOTHING_REPORTED
-            checks.dtype_checks += 1
-            if result.dtype is not swa_dtype:
-                checks.flag_dtype(result, f"{self.label}.{self._translate_name}() output")
+            if check_dtype:
+                checks.dtype_checks += 1
+                if result.dtype not in swa_dtypes:
+                    checks.flag_dtype(result, f"{self.label}.{self._translate_name}() output")
             return result
 
         return translate
@@ -306,30 +385,21 @@ class PoolWatch:
         for wrapped in self._invalidators:
             wrapped.step_aside()
 
-    def _wrap_set_kv_buffer(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        checks = self.checks
-        swa_params = checks.names.swa_params(original)
-        label = self.label
+    def _wrap_kv_write(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        """A KV write: the SWA locations it consumes (``consumers``); translations made
+        inside it are of the batch's own locations, never fresh tensors (I7)."""
+        name = getattr(original, "__name__", "set_kv_buffer")
+        check = pool_write_check(self.checks, original, f"{self.label}.{name}")
 
-        def set_kv_buffer(*args: Any, **kwargs: Any) -> Any:
-            for index, name in swa_params:
-                if name in kwargs:
-                    value = kwargs[name]
-                elif index is not None and index < len(args):
-                    value = args[index]
-                else:
-                    continue
-                if isinstance(value, torch.Tensor):
-                    checks.dtype_checks += 1
-                    if value.dtype is not checks.swa_dtype:
-                        checks.flag_dtype(value, f"{label}.set_kv_buffer({name}=...)")
+        def kv_write(*args: Any, **kwargs: Any) -> Any:
+            check(args, kwargs)
             self._kv_depth += 1
             try:
                 return original(*args, **kwargs)
             finally:
                 self._kv_depth -= 1
 
-        return set_kv_buffer
+        return kv_write
 
     # -- checks -------------------------------------------------------------------------
 
@@ -409,7 +479,7 @@ class PoolWatch:
             values=got,
         )
 
-    def check_mapping_write(self, method: str | None) -> None:
+    def check_mapping_write(self, method: Callable[..., Any] | None) -> None:
         """I1: the mapping moved under a live cached translation with no invalidation, during
         the watched ``method`` (``None``: outside any watched call)."""
         entry = self.live
@@ -436,11 +506,24 @@ class PoolWatch:
         if reason is None:
             return
         self.mark(V.UNINVALIDATED_MAPPING_WRITE)
-        during = "outside any watched call" if method is None else f"during {method}()"
+        site = None
+        if method is None:
+            during = "outside any watched call"
+        else:
+            name = getattr(method, "__qualname__", getattr(method, "__name__", "?"))
+            during = f"during {name}()"
+            writes = mapping_writes(method, self.mapping_attr)
+            if writes:
+                site = writes[0]
+                during += f", which writes it at {writes[0]}" + (
+                    f" (and {len(writes) - 1} more)" if len(writes) > 1 else ""
+                )
         self.checks.record(
             V.UNINVALIDATED_MAPPING_WRITE,
-            f"{self.label}.{self.mapping_attr} changed ({reason}) {during} while the translation "
-            f"cached at {entry.site} was live, and no {self._invalidate_name}() followed",
+            f"{self.label}.{self.mapping_attr} changed ({reason}) {during}, while the "
+            f"translation cached at {entry.site} was live, and no {self._invalidate_name}() "
+            f"followed",
+            site=site,
         )
 
     def check_scope_start(self, kind: ScopeKind, scope_id: int) -> None:
@@ -494,3 +577,26 @@ def _head(t: torch.Tensor) -> tuple[int, ...]:
 def _head_of(entry: CacheEntry) -> tuple[int, ...]:
     result = entry.result()
     return () if result is None else _head(result)
+
+
+def mapping_writes(method: Callable[..., Any], mapping_attr: str) -> list[str]:
+    """Where ``method`` (a bound method) and the methods of its object it calls, to
+    ``WRITE_SEARCH_DEPTH``, write an attribute named ``mapping_attr`` (their own or another
+    object's): ``path:line in function: `text```, read from their bytecode (worked out only
+    for a violation)."""
+    owner = getattr(method, "__self__", None)
+    functions = dict(class_functions(type(owner))) if owner is not None else {}
+    found: list[str] = []
+    seen: set[object] = set()
+    pending = [(original_of(method), 0)]
+    while pending:
+        function, depth = pending.pop(0)
+        function = getattr(function, "__func__", function)
+        if function in seen:
+            continue
+        seen.add(function)
+        access = self_access(function)
+        found += [source_line(function, line) for line in access.any_writes.get(mapping_attr, ())]
+        if depth < WRITE_SEARCH_DEPTH:
+            pending += [(functions[n], depth + 1) for n in sorted(access.loads) if n in functions]
+    return found

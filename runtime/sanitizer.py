@@ -10,6 +10,8 @@ Layers, each importing only those before it: the data model (``violations``, ``m
 
 from __future__ import annotations
 
+import functools
+import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
 
@@ -21,15 +23,22 @@ from . import violations as V
 from .checks import ACTIONS, LEVELS, Checks
 from .contracts import Contract, install_contracts
 from .forward_watch import install_backend, install_model_runner
-from .graph_watch import GraphRunnerWatch, install_graph_runner
+from .graph_watch import GraphRunnerWatch, install_graph_runner, install_input_buffers
 from .locations import LocationNames
 from .model import Role, Watched, site_codes
 from .pool_watch import PoolWatch, install_allocator
 from .report import SanitizerReport
-from .roles import detect_role
+from .roles import describe_roles, detect_cache_model, detect_role, role_of_class
 from .wrapping import Patcher
 
-__all__ = ["ACTIONS", "LEVELS", "Sanitizer"]
+# Left out of a violation's pytest traceback (``violations.hide_from_traceback``).
+__tracebackhide__ = V.hide_from_traceback
+
+__all__ = ["ACTIONS", "LEVELS", "Sanitizer", "UnclassifiedWarning"]
+
+
+class UnclassifiedWarning(UserWarning):
+    """An object of a class named for watching plays none of the roles: left alone."""
 
 
 class Sanitizer:
@@ -55,6 +64,8 @@ class Sanitizer:
         self.graph_watches: list[GraphRunnerWatch] = []
         self.installed_contracts: list[Contract] = []
         self.watched: dict[int, tuple[object, Watched]] = {}
+        # Instances of classes named for watching that play no role, by class: left alone.
+        self.left_alone: Counter[str] = Counter()
 
     # -- what the checks share, as the facade's own ----------------------------------------
 
@@ -81,8 +92,9 @@ class Sanitizer:
         return self._checks.full
 
     @property
-    def swa_dtype(self) -> torch.dtype:
-        return self._checks.swa_dtype
+    def swa_dtypes(self) -> frozenset[torch.dtype]:
+        """The dtypes SWA locations may have where they are consumed (I3)."""
+        return self._checks.swa_dtypes
 
     @property
     def names(self) -> LocationNames:
@@ -111,36 +123,47 @@ class Sanitizer:
 
     # -- watching -----------------------------------------------------------------------
 
-    def watch(self, obj: object, role: Role | str | None = None) -> Role:
-        """Wrap ``obj`` by the role it plays (detected by duck typing unless given)."""
+    def watch(
+        self, obj: object, role: Role | str | None = None, *, cache: str | None = None
+    ) -> Role:
+        """Wrap ``obj`` by the role it plays (detected by duck typing unless given; see
+        ``roles.py``). For a pool, ``cache`` declares its cache model (``none``,
+        ``memoising``, ``attribute``) instead of observing it. An object that plays no
+        role is a ``TypeError`` naming what each role is recognised by."""
         if self._checks.closed:
             raise RuntimeError("this sanitizer is closed")
         found = Role(role) if role is not None else detect_role(obj, self.config)
         if found is None:
             raise TypeError(
-                f"{type(obj).__qualname__} is none of: a pool (attribute "
-                f"{'/'.join(self.config.mapping_attributes)} and method "
-                f"{'/'.join(self.config.translate_methods)}), an allocator, a graph runner "
-                f"(populate_from_forward_batch/replay/capture), an attention backend "
-                f"(init_forward_metadata) or a model runner (forward, holding a pool)"
+                f"{type(obj).__qualname__} plays none of the roles: "
+                f"{describe_roles(self.config)}. Declare one: watch(obj, role=...)"
             )
-        {
-            Role.POOL: self.watch_pool,
-            Role.ALLOCATOR: self.watch_allocator,
-            Role.GRAPH_RUNNER: self.watch_graph_runner,
-            Role.BACKEND: self.watch_backend,
-            Role.MODEL_RUNNER: self.watch_model_runner,
-        }[found](obj)
+        if found is Role.POOL:
+            self.watch_pool(obj, cache=cache)
+        else:
+            {
+                Role.ALLOCATOR: self.watch_allocator,
+                Role.GRAPH_RUNNER: self.watch_graph_runner,
+                Role.INPUT_BUFFERS: self.watch_input_buffers,
+                Role.BACKEND: self.watch_backend,
+                Role.MODEL_RUNNER: self.watch_model_runner,
+            }[found](obj)
         return found
 
     def watch_pool(
-        self, pool: object, kv_buffers: Callable[[], Sequence[torch.Tensor]] | None = None
+        self,
+        pool: object,
+        kv_buffers: Callable[[], Sequence[torch.Tensor]] | None = None,
+        *,
+        cache: str | None = None,
     ) -> None:
         """Watch an SWA pool. ``kv_buffers`` returns its SWA K/V buffers (slot-major) for
-        the ``full`` consequence check; by default they are looked up by name."""
+        the ``full`` consequence check; by default they are looked up by name. ``cache``
+        declares its cache model (``roles.detect_cache_model`` observes it otherwise)."""
         if not self._register(pool, Role.POOL):
             return
-        watch = PoolWatch(self._checks, pool, self._label(pool), kv_buffers)
+        model = detect_cache_model(pool, self.config, cache)
+        watch = PoolWatch(self._checks, pool, self._label(pool), kv_buffers, model)
         watch.install(self.patcher)
         self.pools.append(watch)
         self._checks.pools.append(watch)
@@ -162,18 +185,59 @@ class Sanitizer:
             self.graph_watches.append(install_graph_runner(self._checks, runner))
             self._install_contracts(runner)
 
+    def watch_input_buffers(self, holder: object) -> None:
+        """Watch a graph runner's input buffers on their own (its populate method)."""
+        if self._register(holder, Role.INPUT_BUFFERS):
+            self.graph_watches.append(install_input_buffers(self._checks, holder))
+            self._install_contracts(holder)
+
     def watch_model_runner(self, runner: object) -> None:
         if self._register(runner, Role.MODEL_RUNNER):
             install_model_runner(self._checks, runner)
             self._install_contracts(runner)
 
-    def watch_class(self, cls: type) -> None:
-        """Watch every instance of ``cls`` constructed from now until :meth:`close`."""
-        self.patcher.hook_init(cls, self._watch_new)
+    def watch_class(
+        self, cls: type, role: Role | str | None = None, *, cache: str | None = None
+    ) -> None:
+        """Watch every instance of ``cls`` constructed from now until :meth:`close`, by
+        ``role`` or the role it is recognised by. Roles known from the class's methods
+        (graph runners, input buffers, backends) or declared are wrapped before the
+        instance's ``__init__`` runs, so a runner that captures its graphs there is
+        checked; the others once it returns. An instance that plays no role is left
+        alone: counted in :attr:`left_alone`, one :class:`UnclassifiedWarning` per class."""
+        declared = Role(role) if role is not None else None
+        early = declared or role_of_class(cls, self.config)
+        if early not in (Role.GRAPH_RUNNER, Role.INPUT_BUFFERS, Role.BACKEND, Role.MODEL_RUNNER):
+            early = None
+        self.patcher.hook_init(
+            cls,
+            functools.partial(self._watch_new, declared, cache),
+            before=None if early is None else functools.partial(self._watch_early, early),
+        )
 
-    def _watch_new(self, obj: object) -> None:
+    def _watch_early(self, role: Role, obj: object) -> None:
         if not self._checks.closed and id(obj) not in self.watched:
-            self.watch(obj)
+            self.watch(obj, role)
+
+    def _watch_new(self, role: Role | None, cache: str | None, obj: object) -> None:
+        if self._checks.closed or id(obj) in self.watched:
+            return
+        found = role or detect_role(obj, self.config)
+        if found is None:
+            label = f"{type(obj).__module__}.{type(obj).__qualname__}"
+            self.left_alone[label] += 1
+            if self.left_alone[label] == 1:
+                warnings.warn(
+                    UnclassifiedWarning(
+                        f"swa-sanitizer: {label} plays none of the roles, so it is left "
+                        f"alone: {describe_roles(self.config)}. Declare one in "
+                        f"swa_sanitize_classes ({label.rsplit('.', 1)[0]}:"
+                        f"{type(obj).__qualname__}=ROLE) or watch(obj, role=...)"
+                    ),
+                    stacklevel=3,
+                )
+            return
+        self.watch(obj, found, cache=cache)
 
     def _register(self, obj: object, role: Role) -> bool:
         if self._checks.closed:
@@ -213,6 +277,8 @@ class Sanitizer:
             counts={kind: checks.counts.get(kind, 0) for kind in V.KINDS},
             violations=tuple(checks.violations),
             watched=dict(roles),
+            cache_models={p.label: p.model.kind for p in self.pools},
+            left_alone=dict(self.left_alone),
         )
 
     def bookkeeping(self) -> dict[str, int]:
