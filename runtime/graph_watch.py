@@ -6,9 +6,10 @@ A runner is recognised by a replay method (``replay-methods``: SGLang's ``replay
 0.5.13, ``execute`` from 0.5.14) with a capture (``capture-methods``) or populate method
 (``populate-methods``: ``populate_from_forward_batch``, the 0.5.14+ buffer registry's
 ``fill_from``). Its input buffers are the objects it holds that have a populate method
-(or the runner itself); they are found when the runner is watched and again, should it
-have none yet, when it captures or replays, so a runner watched before its
-``__init__`` ran (which captures, in SGLang) is complete by then. Each
+(or the runner itself); they are found when the runner is watched, whenever it captures
+and at its first replay, so a runner watched before its ``__init__`` ran (which
+captures, in SGLang) is complete by then. Input buffers some other watch already wraps
+(watched on their own) are left to it. Each
 ``capture-run-methods`` call (``run_once``) inside ``capture`` is one capture run; where
 the run is a closure (SGLang), each forward of ``runner.model_runner.model`` is; a
 runner with neither counts its whole ``capture`` call as one.
