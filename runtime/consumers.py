@@ -5,7 +5,8 @@ checked at the consumers, by value, whatever the tensor is called:
 
 - a pool's KV writes (``kv-write-methods``, SGLang's ``set_kv_buffer``): arguments whose
   parameter name is an SWA location (``out_cache_loc_swa``), and the SWA-location fields
-  of a location holder passed to it (SGLang's ``KVWriteLoc.swa_loc``);
+  of a location holder passed for a location parameter (SGLang's ``loc_info``, a
+  ``KVWriteLoc`` whose ``swa_loc`` is checked);
 - the KV writes of the pool's SWA sub-pool (an object attribute of the pool named with
   the word ``swa``, such as ``swa_kv_pool``): every location it is given is an SWA
   location, whatever the caller called it (``set_kv_buffer(layer, loc, ...)``).
@@ -45,19 +46,38 @@ def words(name: str) -> list[str]:
 
 def pool_write_check(checks: Checks, original: Callable[..., Any], what: str) -> ArgumentCheck:
     """Checks of one call of a pool's KV write: its SWA-named tensor arguments, and the
-    SWA-location fields of the holders among its arguments."""
+    SWA-location fields of a holder passed for a location parameter (``loc_info``).
+    Which parameters those are is worked out here, once."""
     names = checks.names
     swa_params = names.swa_params(original)
+    holders = [
+        (index, name)
+        for index, name in parameters(original)
+        if LOCATION_WORD in words(name) and (index, name) not in swa_params
+    ]
 
     def check(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        # ``locations.argument``, inlined: this runs on every KV write of an eager forward.
+        n = len(args)
         for index, name in swa_params:
-            value = argument(args, kwargs, index, name)
+            if name in kwargs:
+                value = kwargs[name]
+            elif index is not None and index < n:
+                value = args[index]
+            else:
+                continue
             if isinstance(value, torch.Tensor):
                 checks.check_dtype(value, f"{what}({name}=...)")
-        for value in (*args, *kwargs.values()):
+        for index, name in holders:
+            if name in kwargs:
+                value = kwargs[name]
+            elif index is not None and index < n:
+                value = args[index]
+            else:
+                continue
             if not isinstance(value, _PLAIN) and hasattr(value, "__dict__"):
                 for field, tensor in names.scan_batch(value)[1]:
-                    checks.check_dtype(tensor, f"{what}(... {type(value).__name__}.{field} ...)")
+                    checks.check_dtype(tensor, f"{what}({name}={type(value).__name__}.{field})")
 
     return check
 

@@ -38,7 +38,7 @@ from . import violations as V
 from .bytecode import definition
 from .checks import Checks
 from .deferred import DeviceFlags, Layout, is_capturing, segment_size, staged_form
-from .locations import AttributeScan, argument, batch_argument, parameters, unchanged
+from .locations import AttributeScan, batch_argument, parameters, unchanged
 from .roles import first_present
 
 # Left out of a violation's pytest traceback (``violations.hide_from_traceback``).
@@ -222,9 +222,13 @@ class GraphRunnerWatch:
         return run
 
     def wrap_populate(self, owner: object) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        self._location_buffers[id(owner)] = AttributeScan(owner, _is_location_buffer)
-        if id(owner) not in self._swa_buffers:
-            self._swa_buffers[id(owner)] = AttributeScan(owner, self._is_swa)
+        """Input buffers are also looked for in the dictionaries the owner holds (a buffer
+        registry's slots), which the runner's own scan leaves alone (its captured
+        graphs and batches)."""
+        self._location_buffers[id(owner)] = AttributeScan(
+            owner, _is_location_buffer, into_dicts=True
+        )
+        self._swa_buffers[id(owner)] = AttributeScan(owner, self._is_swa, into_dicts=True)
 
         def make(original: Callable[..., Any]) -> Callable[..., Any]:
             """After a populate: the static SWA buffers' dtype (I3), then the padded tails
@@ -237,7 +241,6 @@ class GraphRunnerWatch:
             name = getattr(original, "__name__", "populate")
             self._populate_sites[id(owner)] = definition(original)
             checks = self.checks
-            swa_scans = self._swa_buffers.values()
             location_scan = self._location_buffers[id(owner)]
             plans: dict[tuple[int, int], PaddingPlan] = {}
             self._plans[id(owner)] = plans
@@ -252,8 +255,7 @@ class GraphRunnerWatch:
                     self._register_batch_locs()
                 if not unchanged(self._watched[id(owner)]):
                     self._rescan(owner)
-                for scan in swa_scans:
-                    self._check_dtypes(scan.found, when)
+                self._check_dtypes(self._swa_found, when)
                 # Nothing goes to the device while the stream is capturing. Asking CUDA
                 # costs microseconds, so only within the runner's ``capture``: a runner
                 # captures its graphs there (that is how it was recognised).
@@ -323,7 +325,9 @@ class GraphRunnerWatch:
 
     def _check_buffer_dtypes(self, when: str) -> None:
         for scan in self._swa_buffers.values():
-            self._check_dtypes(scan.tensors(), when)
+            scan.tensors()  # rescans what was rebound
+        self._collect_swa()
+        self._check_dtypes(self._swa_found, when)
 
     def _check_dtypes(self, found: list[tuple[str, str, torch.Tensor]], when: str) -> None:
         checks = self.checks
@@ -344,6 +348,15 @@ class GraphRunnerWatch:
             for snapshot in scan.snapshots:
                 seen.setdefault(id(snapshot[0]), snapshot)
         self._watched[id(owner)] = list(seen.values())
+        self._collect_swa()
+
+    def _collect_swa(self) -> None:
+        """The SWA buffers the scans found, each tensor once."""
+        found: dict[int, tuple[str, str, torch.Tensor]] = {}
+        for scan in self._swa_buffers.values():
+            for entry in scan.found:
+                found.setdefault(id(entry[2]), entry)
+        self._swa_found = list(found.values())
 
     def _raw_from_batch(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
         """The real token count of a populate call that says nothing: the batch's own."""
@@ -447,24 +460,24 @@ def _run_target(runner: object, run_methods: tuple[str, ...]) -> tuple[object, s
     return None
 
 
-Count = Callable[[tuple[Any, ...], dict[str, Any]], int | None]
 Counts = Callable[[tuple[Any, ...], dict[str, Any]], tuple[int | None, int | None]]
+# Where a count is passed: (positional index or None, parameter name).
+Where = tuple[int | None, str]
 
 
-def _argument_count(params: list[tuple[int | None, str]], names: tuple[str, ...]) -> Count:
-    """Reads a count from a populate call's arguments: the first of ``names`` passed as
-    an int."""
+def _first(params: list[tuple[int | None, str]], names: tuple[str, ...]) -> Where | None:
+    """Where the first of ``names`` that populate takes is passed, if it takes one."""
     by_name = dict((name, index) for index, name in params)
-    passed = [(by_name[name], name) for name in names if name in by_name]
+    return next(((by_name[name], name) for name in names if name in by_name), None)
 
-    def count(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
-        for index, name in passed:
-            value = argument(args, kwargs, index, name)
-            if type(value) is int:
-                return value
+
+def _read(args: tuple[Any, ...], kwargs: dict[str, Any], where: Where | None) -> int | None:
+    """The int passed for a parameter (``None`` if not passed, or not an int)."""
+    if where is None:
         return None
-
-    return count
+    index, name = where
+    value = args[index] if index is not None and index < len(args) else kwargs.get(name)
+    return value if type(value) is int else None
 
 
 def _attribute_count(names: tuple[str, ...], *sources: object) -> int | None:
@@ -481,39 +494,55 @@ def _attribute_count(names: tuple[str, ...], *sources: object) -> int | None:
 def _token_counts(params: list[tuple[int | None, str]], owner: object, runner: object) -> Counts:
     """``(raw, padded)`` token counts of a populate call (see the module docstring): from
     its arguments, tokens or else requests times tokens per request; only a count it is
-    not given at all is read from what it left on its object or the runner."""
-    raw_tokens = _argument_count(params, RAW_TOKEN_NAMES)
-    padded_tokens = _argument_count(params, PADDED_TOKEN_NAMES)
-    raw_requests = _argument_count(params, RAW_REQUEST_NAMES)
-    padded_requests = _argument_count(params, PADDED_REQUEST_NAMES)
-    per_request = _argument_count(params, TOKENS_PER_REQUEST)
+    not given at all is read from what it left on its object or the runner. Where each
+    count is passed is worked out once: this runs on every graph decode step."""
+    raw_tokens = _first(params, RAW_TOKEN_NAMES)
+    padded_tokens = _first(params, PADDED_TOKEN_NAMES)
+    raw_requests = _first(params, RAW_REQUEST_NAMES)
+    padded_requests = _first(params, PADDED_REQUEST_NAMES)
+    per_request = _first(params, TOKENS_PER_REQUEST)
+    namespaces = [getattr(owner, "__dict__", {}), getattr(runner, "__dict__", {})]
+    (per_name,) = TOKENS_PER_REQUEST
 
-    def tokens(
-        direct: Count,
-        requests: Count,
-        token_names: tuple[str, ...],
-        request_names: tuple[str, ...],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> int | None:
-        found = direct(args, kwargs)
-        if found is not None:
-            return found
-        per = per_request(args, kwargs) or _attribute_count(TOKENS_PER_REQUEST, owner, runner) or 1
-        count = requests(args, kwargs)
-        if count is not None:
-            return count * per
+    takes_tokens = raw_tokens is not None or padded_tokens is not None
+
+    def counts(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int | None, int | None]:
+        raw = padded = None
+        if takes_tokens:
+            raw = _read(args, kwargs, raw_tokens)
+            padded = _read(args, kwargs, padded_tokens)
+            if raw is not None and padded is not None:
+                return raw, padded
+        per = _read(args, kwargs, per_request) if per_request is not None else None
+        if per is None:
+            for namespace in namespaces:
+                per = namespace.get(per_name)
+                if type(per) is int:
+                    break
+            else:
+                per = 1
+        if raw is None:
+            requests = _read(args, kwargs, raw_requests)
+            raw = (
+                requests * per
+                if requests is not None
+                else _left(per, RAW_TOKEN_NAMES, RAW_REQUEST_NAMES)
+            )
+        if padded is None:
+            requests = _read(args, kwargs, padded_requests)
+            padded = (
+                requests * per
+                if requests is not None
+                else _left(per, PADDED_TOKEN_NAMES, PADDED_REQUEST_NAMES)
+            )
+        return raw, padded
+
+    def _left(per: int, token_names: tuple[str, ...], request_names: tuple[str, ...]) -> int | None:
+        """A count populate was not given, from what it left on its object or the runner."""
         found = _attribute_count(token_names, owner, runner)
         if found is not None:
             return found
-        count = _attribute_count(request_names, owner, runner)
-        return None if count is None else count * per
-
-    def counts(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int | None, int | None]:
-        raw = tokens(raw_tokens, raw_requests, RAW_TOKEN_NAMES, RAW_REQUEST_NAMES, args, kwargs)
-        padded = tokens(
-            padded_tokens, padded_requests, PADDED_TOKEN_NAMES, PADDED_REQUEST_NAMES, args, kwargs
-        )
-        return raw, padded
+        requests = _attribute_count(request_names, owner, runner)
+        return None if requests is None else requests * per
 
     return counts

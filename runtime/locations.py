@@ -172,10 +172,11 @@ def _is_dataclass_instance(value: object) -> bool:
     return found
 
 
-def attributes(obj: object) -> Iterator[tuple[str, str, Any]]:
-    """``(label, name, value)`` of ``obj``'s attributes, of the dataclasses it holds, and
-    of what the string-keyed dictionaries it holds map to (tensors, and the fields of
-    dataclasses: a registry's ``_slots["out_cache_loc"].buffer``, named by its key)."""
+def attributes(obj: object, into_dicts: bool = False) -> Iterator[tuple[str, str, Any]]:
+    """``(label, name, value)`` of ``obj``'s attributes and of the dataclasses it holds;
+    with ``into_dicts``, also of what the string-keyed dictionaries it holds map to
+    (tensors, and the fields of dataclasses: a buffer registry's
+    ``_slots["out_cache_loc"].buffer``, named by its key)."""
     namespace = getattr(obj, "__dict__", None)
     if namespace is None:
         return
@@ -186,7 +187,7 @@ def attributes(obj: object) -> Iterator[tuple[str, str, Any]]:
         if _is_dataclass_instance(value):
             for inner, inner_value in vars(value).items():
                 yield f"{name}.{inner}", inner, inner_value
-        elif type(value) is dict:
+        elif into_dicts and type(value) is dict:
             for key, entry in list(value.items()):
                 if not isinstance(key, str):
                     continue
@@ -198,13 +199,13 @@ def attributes(obj: object) -> Iterator[tuple[str, str, Any]]:
                             yield f"{name}[{key!r}].{inner}", key, inner_value
 
 
-def _namespaces(value: object) -> Iterator[dict[str, Any]]:
+def _namespaces(value: object, into_dicts: bool) -> Iterator[dict[str, Any]]:
     """The namespaces under one attribute value that ``attributes`` reads."""
     if isinstance(value, torch.Tensor):
         return
     if _is_dataclass_instance(value):
         yield vars(value)
-    elif type(value) is dict:
+    elif into_dicts and type(value) is dict:
         yield value  # type: ignore[misc]
         for entry in value.values():  # type: ignore[attr-defined]
             if not isinstance(entry, torch.Tensor) and _is_dataclass_instance(entry):
@@ -221,9 +222,15 @@ class AttributeScan:
     by the engine is still seen (compared by identity, a pointer comparison per value).
     """
 
-    def __init__(self, obj: object, wanted: Callable[[str, torch.Tensor], bool]) -> None:
+    def __init__(
+        self,
+        obj: object,
+        wanted: Callable[[str, torch.Tensor], bool],
+        into_dicts: bool = False,
+    ) -> None:
         self.obj = obj
         self.wanted = wanted
+        self.into_dicts = into_dicts
         # Per namespace looked at: the namespace and its values at the last scan.
         self.snapshots: list[tuple[dict[str, Any], tuple[Any, ...]]] = []
         # The wanted tensors found by the last scan (a new list object on every scan).
@@ -249,11 +256,11 @@ class AttributeScan:
         values = tuple(namespace.values())
         self.snapshots.append((namespace, values))
         for value in values:
-            for inner in _namespaces(value):
+            for inner in _namespaces(value, self.into_dicts):
                 self.snapshots.append((inner, tuple(inner.values())))
         self.found = [
             (label, name, value)
-            for label, name, value in attributes(self.obj)
+            for label, name, value in attributes(self.obj, self.into_dicts)
             if isinstance(value, torch.Tensor) and self.wanted(name, value)
         ]
 

@@ -1,6 +1,6 @@
 """The integration suite on SGLang's real classes: every test gets a release (the
 ``sglang`` fixture, parametrized by version) downloaded from PyPI and imported through
-the shim in ``shim.py``; the suite skips, saying why, only when PyPI cannot be reached.
+the shim in ``sglang_shim.py``; the suite skips, saying why, only when PyPI cannot be reached.
 
 ``--engine-figures=FILE`` writes the sanitizer reports the tests record (``figures``
 fixture) as JSON lines, the source of docs/real-world-runtime.md.
@@ -18,8 +18,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from shim import Release, activated
-from wheels import PyPIUnreachable, extracted
+from sglang_shim import Release, activated
+from sglang_wheels import PyPIUnreachable, extracted
 
 # The releases the suite covers: the padding bug (0.5.11), its fix (0.5.12), the
 # DeepSeek-V4 attribute cache fix (0.5.12.post1), int64 SWA locations and the buffer

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 import torch
-from engine import allocator_class
-from shim import Release
+from sglang_objects import allocator_class
+from sglang_shim import Release
 
 from swacheck.runtime import STALE_TRANSLATION, SWA_LOC_DTYPE, Sanitizer, StaleTranslationError
 

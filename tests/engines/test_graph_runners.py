@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import torch
-from engine import (
+from sglang_objects import (
     config_for,
     decode_batch,
     decode_input_buffers,
@@ -24,7 +24,7 @@ from engine import (
     populate,
     registry_input_buffers,
 )
-from shim import Release
+from sglang_shim import Release
 
 from swacheck.config import Config
 from swacheck.runtime import (

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import torch
 from conftest import RELEASES
-from engine import SWA_LAYERS, churn, config_for, pool_and_allocator, version_tuple
-from shim import Release
+from sglang_objects import SWA_LAYERS, churn, config_for, pool_and_allocator, version_tuple
+from sglang_shim import Release
 
 from swacheck.config import Config
 from swacheck.runtime import SWA_LOC_DTYPE, Sanitizer
@@ -49,7 +49,7 @@ def test_int64_swa_locations_reach_the_subpool_on_the_newest_line(sglang: Releas
         churn(sglang, pool, allocator, steps=4)
         report = san.report()
     assert report.counts[SWA_LOC_DTYPE] > 0
-    assert all("KVWriteLoc.swa_loc" in v.message for v in report.violations)
+    assert all("loc_info=KVWriteLoc.swa_loc" in v.message for v in report.violations)
     assert all("torch.int64" in v.message for v in report.violations)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from wheels import CACHE, PyPIUnreachable, extracted
+from sglang_wheels import CACHE, PyPIUnreachable, extracted
 
 pytest_plugins = ["pytester"]
 
@@ -51,8 +51,8 @@ sys.path.insert(0, {engines!r})
 os.environ.setdefault("SWACHECK_ENGINES", {cache!r})  # pytester moves HOME
 
 import pytest
-from shim import activated
-from wheels import extracted
+from sglang_shim import activated
+from sglang_wheels import extracted
 
 _release = activated({version!r}, extracted({version!r}))
 RELEASE = _release.__enter__()  # as if sglang=={version} were installed
@@ -65,7 +65,7 @@ def release():
 
 TESTS = {
     "0.5.23": """
-from engine import churn, pool_and_allocator
+from sglang_objects import churn, pool_and_allocator
 
 
 def test_serving_churn(release):
@@ -73,7 +73,7 @@ def test_serving_churn(release):
     assert churn(release, pool, allocator) > 0
 """,
     "0.5.11": """
-from engine import decode_input_buffers, populate
+from sglang_objects import decode_input_buffers, populate
 
 
 def test_padded_decode_batches(release):

@@ -60,7 +60,7 @@ def test_swa_location_in_a_holder_and_at_the_subpool(level: str) -> None:
         pool.swa_kv_pool.set_kv_buffer(None, swa[:2], cache[:2])  # another view of it
         report = san.report()
     assert report.counts[SWA_LOC_DTYPE] == 2, report.to_text()
-    assert "HybridPool.set_kv_buffer(... WriteLoc.swa_loc ...)" in report.violations[0].message
+    assert "HybridPool.set_kv_buffer(loc_info=WriteLoc.swa_loc)" in report.violations[0].message
     assert "HybridPool.swa_kv_pool.set_kv_buffer(loc=...), an SWA location" in (
         report.violations[1].message
     )
