@@ -308,12 +308,15 @@ def decode_runner(release: Any, buffers: Any, registry: Any, capture_bs: tuple[i
     return runner
 
 
-def decode_batch(release: Any, raw_bs: int, **fields: Any) -> SimpleNamespace:
-    """A decode forward batch as the 0.5.14+ runner reads it."""
+def decode_batch(release: Any, raw_bs: int, swa: bool = False) -> SimpleNamespace:
+    """A decode forward batch as the 0.5.13+ runner reads it; ``out_cache_loc_swa`` (which
+    those releases' batches no longer carry) only where ``swa`` asks for it."""
     (hidden, mode) = release.load(
         "sglang.srt.model_executor.forward_batch_info", "CaptureHiddenMode", "ForwardMode"
     )
-    batch = forward_batch(raw_bs, **fields)
+    batch = forward_batch(raw_bs)
+    if not swa:
+        del batch.out_cache_loc_swa
     batch.forward_mode = mode.DECODE
     batch.capture_hidden_mode = hidden.NULL
     batch.spec_info = None

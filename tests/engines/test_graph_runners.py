@@ -23,6 +23,7 @@ from sglang_objects import (
     forward_batch,
     populate,
     registry_input_buffers,
+    version_tuple,
 )
 from sglang_shim import Release
 
@@ -200,6 +201,8 @@ def replays(release: Release, runner: Any) -> None:
     )
     for raw_bs in (4, 3, 2):
         batch = forward_batch(raw_bs)
+        if version_tuple(release.version) >= (0, 5, 13):
+            del batch.out_cache_loc_swa  # the batch carries none from 0.5.13 on
         batch.capture_hidden_mode = hidden.NULL
         batch.forward_mode = mode.DECODE
         batch.spec_info = None
@@ -232,9 +235,9 @@ def quiet_process_groups(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(module, "enable_num_token_non_padded", lambda *args: False)
 
 
-def executes(release: Release, runner: Any, **fields: Any) -> None:
+def executes(release: Release, runner: Any, swa: bool = False) -> None:
     for raw_bs in (4, 3, 2):
-        logits = runner.execute(decode_batch(release, raw_bs, **fields)).next_token_logits
+        logits = runner.execute(decode_batch(release, raw_bs, swa)).next_token_logits
         assert logits.shape[0] == raw_bs
 
 
@@ -281,7 +284,7 @@ def test_padding_bug_reinjected_into_the_registry(
         )
     )
     runner = decode_runner(sglang, buffers, registry, capture_bs=(1, 4))
-    report = sanitized(level, Config(), lambda: executes(sglang, runner), runner)
+    report = sanitized(level, Config(), lambda: executes(sglang, runner, swa=True), runner)
     figures("DecodeCudaGraphRunner.execute, bug re-injected", report)
     assert report.counts[PADDING_NOT_ZEROED] >= 1, report.to_text()
     assert report.counts[SWA_LOC_DTYPE] == 1, report.to_text()
