@@ -12,20 +12,28 @@ token at the same position after a slot was recycled) would look unwritten.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 
-from . import violations as V
 from .locations import attributes
 
-if TYPE_CHECKING:
-    from .pool_watch import PoolWatch
-    from .sanitizer import Sanitizer
-
 SENTINEL_SLOT = 0
+
+
+class SnapshotPool(Protocol):
+    """What the check needs of a watched pool: its label, the object, its mapping, and
+    (optionally) a function returning its SWA K/V buffers."""
+
+    label: str
+    pool: object
+    kv_buffers: Callable[[], Sequence[torch.Tensor]] | None
+
+    def mapping(self) -> torch.Tensor: ...
+
+
 # Attribute words that name SWA K/V storage on a pool or its SWA sub-pool.
 _SWA_WORD = "swa"
 _BUFFER_WORD = "buffer"
@@ -72,7 +80,7 @@ def _changed_slots(now: torch.Tensor, then: torch.Tensor) -> torch.Tensor:
 
 @dataclass
 class _PoolSnapshot:
-    pool: PoolWatch
+    label: str
     buffers: Sequence[torch.Tensor]
     before: list[torch.Tensor]
     allowed: torch.Tensor  # per slot: one of the batch's real slots, or the sentinel
@@ -82,17 +90,18 @@ class KVWriteCheck:
     """One forward's snapshot of every watched pool's SWA KV, and the slots it may write.
     Everything stays on the device until one read per pool at the end of the forward."""
 
-    def __init__(self, san: Sanitizer, parts: list[_PoolSnapshot]) -> None:
-        self.san = san
+    SENTINEL_SLOT = SENTINEL_SLOT
+
+    def __init__(self, parts: list[_PoolSnapshot]) -> None:
         self.parts = parts
 
     @classmethod
-    def begin(cls, san: Sanitizer, batch: object) -> KVWriteCheck | None:
-        locs = san.names.batch_locs(batch)
+    def begin(cls, pools: Sequence[SnapshotPool], locs: list[torch.Tensor]) -> KVWriteCheck | None:
+        """Snapshot ``pools`` before a forward writing the batch locations ``locs``."""
         if not locs:
             return None
         parts = []
-        for pool in san.pools:
+        for pool in pools:
             buffers = pool.kv_buffers() if pool.kv_buffers else find_swa_kv_buffers(pool.pool)
             if not buffers:
                 continue
@@ -102,21 +111,15 @@ class KVWriteCheck:
             # Unmapped (-1) or out-of-range slots allow nothing: point them at the sentinel.
             allowed[torch.where((real >= 0) & (real < rows), real, SENTINEL_SLOT)] = True
             allowed[SENTINEL_SLOT] = True
-            parts.append(_PoolSnapshot(pool, buffers, [b.clone() for b in buffers], allowed))
-        return cls(san, parts) if parts else None
+            parts.append(_PoolSnapshot(pool.label, buffers, [b.clone() for b in buffers], allowed))
+        return cls(parts) if parts else None
 
-    def finish(self) -> None:
+    def finish(self) -> list[tuple[str, list[int]]]:
+        """Per pool snapshotted: its label and the slots written outside the allowed set."""
+        found = []
         for part in self.parts:
-            self.san.kv_checks += 1
             written = torch.zeros_like(part.allowed)
             for now, then in zip(part.buffers, part.before, strict=True):
                 written[: now.shape[0]] |= _changed_slots(now, then)
-            extra = (written & ~part.allowed).nonzero().reshape(-1).tolist()
-            if extra:
-                self.san.record(
-                    V.SWA_KV_CORRUPTION,
-                    f"{part.pool.label}: the forward wrote SWA KV slots {extra[: V.MAX_VALUES]} "
-                    f"({len(extra)} in all) outside the batch's real slots and the sentinel "
-                    f"{SENTINEL_SLOT}; live requests' KV was overwritten",
-                    values=extra,
-                )
+            found.append((part.label, (written & ~part.allowed).nonzero().reshape(-1).tolist()))
+        return found

@@ -18,7 +18,7 @@ What each level checks, and what that costs:
   100 µs a call).
 - ``fast`` checks each method's first ``WARMUP_CALLS`` calls; then the contract's
   wrapper steps aside (the method is called directly, at no cost) and steps back in
-  for one call after every ``SAMPLE_EVERY`` forwards (ends of forwards and capture
+  for one call after every ``checks.SAMPLE_EVERY`` forwards (ends of forwards and capture
   runs) on average, at random strides from a fixed seed, so that no periodic pattern
   of the engine lines up with the gaps; a checked call goes through the same
   signature memo. A contract broken on every call, or on any of the first calls, is
@@ -39,23 +39,24 @@ from __future__ import annotations
 import inspect
 import typing
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jaxtyping
 import torch
 from typeguard import TypeCheckError, check_type
 
+from . import violations as V
+from .checks import Checks
 from .locations import parameters
 from .wrapping import Wrapped, public_methods
 
-if TYPE_CHECKING:
-    from .sanitizer import Sanitizer
+# Left out of a violation's pytest traceback (``violations.hide_from_traceback``).
+__tracebackhide__ = V.hide_from_traceback
 
 RETURN = "return"
 # ``fast``: the first calls of each method are all checked; after that, one call each
-# per this many forwards on average.
+# per ``checks.SAMPLE_EVERY`` forwards on average.
 WARMUP_CALLS = 16
-SAMPLE_EVERY = 64
 # Passing signatures remembered per method; later ones are checked every time.
 MAX_SIGNATURES = 64
 
@@ -86,14 +87,14 @@ def _describe(value: object) -> str:
     return f"a {type(value).__qualname__}"
 
 
-def install_contracts(san: Sanitizer, obj: object) -> list[Contract]:
+def install_contracts(checks: Checks, obj: object) -> list[Contract]:
     """Wrap each annotated public method of ``obj``; the contracts installed."""
     installed = []
     for name in public_methods(obj):
         function = inspect.getattr_static(type(obj), name)
         hints = tensor_hints(function)
         if hints:
-            contract = Contract(san, name, hints)
+            contract = Contract(checks, name, hints)
             contract.install(obj)
             installed.append(contract)
     return installed
@@ -152,12 +153,12 @@ def _failures(
 class Contract:
     """One annotated method of one watched object."""
 
-    def __init__(self, san: Sanitizer, name: str, hints: dict[str, object]) -> None:
-        self.san = san
+    def __init__(self, checks: Checks, name: str, hints: dict[str, object]) -> None:
+        self.checks = checks
         self.name = name
         self.hints = hints
         self.forms = {param: _fast_form(hint) for param, hint in hints.items()}
-        self.swa_result = name in san.config.translate_methods
+        self.swa_result = name in checks.config.translate_methods
         self.passed: set[tuple[object, ...]] = set()
         self.checked_calls = 0
         self.qualname = name
@@ -165,13 +166,13 @@ class Contract:
         self.wrapped: Wrapped | None = None
 
     def install(self, obj: object) -> None:
-        self.wrapped = self.san.patcher.wrap_method(obj, self.name, self.wrap)
+        self.wrapped = self.checks.patcher.wrap_method(obj, self.name, self.wrap)
 
     def wrap(self, original: Callable[..., Any]) -> Callable[..., Any]:
         self.qualname = getattr(original, "__qualname__", self.name)
         self.params = [(i, name) for i, name in parameters(original) if name in self.hints]
         check = self.check_call
-        if self.san.full:
+        if self.checks.full:
             return lambda *args, **kwargs: check(original, args, kwargs)
 
         def sampled(*args: Any, **kwargs: Any) -> Any:
@@ -220,13 +221,13 @@ class Contract:
                 if value is not _ABSENT
             ]
         )
-        san = self.san
+        checks = self.checks
         for param, value, hint, exc in failures:
             what = "result" if param == RETURN else f"argument {param!r}"
             message = f"{self.qualname}: {what} is {_describe(value)}, annotated {hint}"
-            swa_loc = san.names.is_swa(param) or (param == RETURN and self.swa_result)
-            if swa_loc and isinstance(value, torch.Tensor) and value.dtype != san.swa_dtype:
-                san.check_dtype(value, f"contract: {message}")
+            swa_loc = checks.names.is_swa(param) or (param == RETURN and self.swa_result)
+            if swa_loc and isinstance(value, torch.Tensor) and value.dtype not in checks.swa_dtypes:
+                checks.check_dtype(value, f"contract: {message}")
                 continue
             raise TypeCheckError(message) from exc
         return not failures

@@ -75,7 +75,7 @@ def staged_form(tail: torch.Tensor) -> torch.Tensor | None:
 
 @dataclass
 class FlagSource:
-    """What a segment watches: a buffer of a graph runner, and where it was first filled."""
+    """What a segment watches: a buffer of a graph runner, and the populate that fills it."""
 
     label: str
     site: str

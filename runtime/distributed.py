@@ -41,6 +41,7 @@ import torch.distributed as dist
 
 from swacheck.config import resolve_config
 
+from .class_spec import parse_class_spec
 from .report import SanitizerReport
 from .sanitizer import ACTIONS, LEVELS, Sanitizer
 from .violations import KINDS
@@ -86,10 +87,14 @@ def merge_reports(
     checks: Counter[str] = Counter()
     counts: Counter[str] = Counter()
     watched: Counter[str] = Counter()
+    left_alone: Counter[str] = Counter()
+    cache_models: dict[str, str] = {}
     for rank in ranks:
         checks.update(reports[rank].checks)
         counts.update(reports[rank].counts)
         watched.update(reports[rank].watched)
+        left_alone.update(reports[rank].left_alone)
+        cache_models.update(reports[rank].cache_models)
     first = reports[ranks[0]]
     return SanitizerReport(
         level=first.level,
@@ -98,6 +103,8 @@ def merge_reports(
         counts={kind: counts[kind] for kind in KINDS},
         violations=tuple(v for rank in ranks for v in reports[rank].violations),
         watched=dict(watched),
+        cache_models=cache_models,
+        left_alone=dict(left_alone),
         world_size=world_size,
         per_rank={r: {k: n for k, n in reports[r].counts.items() if n} for r in ranks},
         errors=dict(errors or {}),
@@ -286,7 +293,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("target", help="module:function, called with this rank's Sanitizer")
     p.add_argument("--level", choices=LEVELS, default="fast")
     p.add_argument("--action", choices=ACTIONS, default="raise")
-    p.add_argument("--watch-class", action="append", default=[], metavar="MODULE:CLASS")
+    p.add_argument(
+        "--watch-class", action="append", default=[], metavar="MODULE:CLASS[=ROLE[/CACHE]]"
+    )
     p.add_argument(
         "--device",
         choices=("auto", "cpu", "cuda"),
@@ -308,8 +317,8 @@ def main(argv: list[str] | None = None) -> int:
 def _run_target(args: argparse.Namespace) -> None:
     target = _load(args.target)
     san = Sanitizer(args.level, args.action, config=resolve_config(None, [Path.cwd()]))
-    for spec in args.watch_class:
-        san.watch_class(_load(spec))
+    for spec in map(parse_class_spec, args.watch_class):
+        san.watch_class(spec.load(), spec.role, cache=spec.cache)
     guard = RankGuard(san, _print_report_line)
     with guard:
         target(san)

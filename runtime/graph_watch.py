@@ -1,10 +1,23 @@
-"""Checks on a CUDA-graph runner: capture/warm-up runs start with an empty cache (I5),
-static SWA-location buffers have the SWA dtype (I3), padded tails hold the sentinel
-after populate (I4), and replay is a forward (I6, consequence check).
+"""Checks on a CUDA-graph runner and its input buffers: capture/warm-up runs start with
+an empty cache (I5), static SWA-location buffers have the SWA dtype (I3), padded tails
+hold the sentinel after populate (I4), and replay is a forward (I6, consequence check).
 
-A runner is recognised by its ``populate_from_forward_batch``/``replay``/``capture``
-methods. Each ``run_once`` call inside ``capture`` is one capture run; a runner without
-``run_once`` counts its whole ``capture`` call as one.
+A runner is recognised by a replay method (``replay-methods``: SGLang's ``replay`` up to
+0.5.13, ``execute`` from 0.5.14) with a capture (``capture-methods``) or populate method
+(``populate-methods``: ``populate_from_forward_batch``, the 0.5.14+ buffer registry's
+``fill_from``). Its input buffers are the objects it holds that have a populate method
+(or the runner itself); they are found when the runner is watched, whenever it captures
+and at its first replay, so a runner watched before its ``__init__`` ran (which
+captures, in SGLang) is complete by then. Input buffers some other watch already wraps
+(watched on their own) are left to it. Each
+``capture-run-methods`` call (``run_once``) inside ``capture`` is one capture run; where
+the run is a closure (SGLang), each forward of ``runner.model_runner.model`` is; a
+runner with neither counts its whole ``capture`` call as one.
+
+Padded and raw sizes are token counts: ``raw_num_tokens``/``padded_num_tokens`` where
+populate is given them, else requests times tokens per request (``num_tokens_per_bs``,
+speculative decoding's draft tokens), so a padded speculative batch's tail is checked
+token by token.
 
 Populate and replay run on every graph decode step. What populate checks is worked out
 once per padded shape and kept as a :class:`PaddingPlan` (per location buffer: its
@@ -16,28 +29,31 @@ flags' staging ring.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from . import violations as V
+from .bytecode import definition
+from .checks import Checks
 from .deferred import DeviceFlags, Layout, is_capturing, segment_size, staged_form
-from .forward_watch import batch_argument
-from .locations import AttributeScan, argument, parameters, unchanged
+from .locations import AttributeScan, batch_argument, parameters, unchanged
+from .roles import first_present
 
-if TYPE_CHECKING:
-    from .sanitizer import Sanitizer
+# Left out of a violation's pytest traceback (``violations.hide_from_traceback``).
+__tracebackhide__ = V.hide_from_traceback
 
-POPULATE = "populate_from_forward_batch"
-RUN_METHOD = "run_once"
 # Padded slots must point at the sentinel slot (I4).
 SENTINEL_SLOT = 0
-# Where populate says how many tokens are real and how many the bucket holds, first match
-# wins: its arguments, then attributes it left on the runner.
-RAW_COUNT_NAMES = ("raw_num_token", "raw_num_tokens", "raw_bs")
-PADDED_COUNT_NAMES = ("num_tokens", "num_token", "padded_bs", "bs")
+# Where populate says how many tokens (or requests) are real and how many the bucket
+# holds, first match wins: its arguments, then attributes of its object, then of the
+# runner. Requests count ``TOKENS_PER_REQUEST`` tokens each (1 when nothing says).
+RAW_TOKEN_NAMES = ("raw_num_tokens", "raw_num_token")
+PADDED_TOKEN_NAMES = ("padded_num_tokens", "num_tokens", "num_token")
+RAW_REQUEST_NAMES = ("raw_bs",)
+PADDED_REQUEST_NAMES = ("padded_bs", "bs")
+TOKENS_PER_REQUEST = ("num_tokens_per_bs",)
 # A location buffer is one whose name holds this (DESIGN.md, SWA003).
 LOCATION_WORD = "loc"
 # Padded-tail views kept for reuse in padding plans (a few per bucket); the plans start
@@ -45,39 +61,26 @@ LOCATION_WORD = "loc"
 MAX_TAIL_VIEWS = 256
 
 
-def install_graph_runner(san: Sanitizer, runner: object) -> GraphRunnerWatch:
-    watch = GraphRunnerWatch(san, runner)
-    patch = san.patcher.wrap_method
-    if callable(getattr(runner, "capture", None)):
-        patch(runner, "capture", watch.wrap_capture)
-    run_target = _run_target(runner)
-    if run_target is not None:
-        patch(*run_target, watch.wrap_run)
-    for owner in _populate_owners(runner):
-        patch(owner, POPULATE, watch.wrap_populate(owner))
-    if callable(getattr(runner, "replay", None)):
-        patch(runner, "replay", watch.wrap_replay)
+def install_graph_runner(checks: Checks, runner: object) -> GraphRunnerWatch:
+    """Watch a graph runner (found or not yet: see the module docstring)."""
+    config = checks.config
+    watch = GraphRunnerWatch(checks, runner)
+    patch = checks.patcher.wrap_method
+    for name in config.capture_methods:
+        if callable(getattr(runner, name, None)):
+            patch(runner, name, watch.wrap_capture)
+    for name in config.replay_methods:
+        if callable(getattr(runner, name, None)):
+            patch(runner, name, watch.wrap_replay)
+    watch.discover()
     return watch
 
 
-def _run_target(runner: object) -> tuple[object, str] | None:
-    """What one capture/warm-up run calls: the runner's ``run_once`` method, else (SGLang,
-    where ``run_once`` is a closure) the forward of ``runner.model_runner.model``."""
-    if callable(getattr(runner, RUN_METHOD, None)):
-        return runner, RUN_METHOD
-    model = getattr(getattr(runner, "model_runner", None), "model", None)
-    if model is not None and callable(getattr(model, "forward", None)):
-        return model, "forward"
-    return None
-
-
-def _populate_owners(runner: object) -> list[object]:
-    """The runner, or the input-buffer object it holds, whichever has the populate method."""
-    owners = [runner] if callable(getattr(runner, POPULATE, None)) else []
-    for value in list(vars(runner).values()):
-        if not isinstance(value, (type, torch.Tensor)) and callable(getattr(value, POPULATE, None)):
-            owners.append(value)
-    return owners
+def install_input_buffers(checks: Checks, holder: object) -> GraphRunnerWatch:
+    """Watch a runner's input buffers on their own (no runner watched)."""
+    watch = GraphRunnerWatch(checks, holder)
+    watch.discover()
+    return watch
 
 
 class PaddingPlan:
@@ -126,16 +129,24 @@ Staged = tuple[
 
 
 class GraphRunnerWatch:
-    def __init__(self, san: Sanitizer, runner: object) -> None:
-        self.san = san
+    def __init__(self, checks: Checks, runner: object) -> None:
+        self.checks = checks
         self.runner = runner
         self.label = type(runner).__qualname__
-        self.runs_known = _run_target(runner) is not None
+        self.run_wrapped = False
+        self._replayed = False
         self._batch_locs_registered = False
-        names = san.names
-        self._swa_buffers = AttributeScan(runner, lambda name, _: names.is_swa(name))
-        # Per populate owner: its location buffers; per buffer, its accumulator segment.
+        names = checks.names
+        self._is_swa = lambda name, _: names.is_swa(name)
+        # Per object scanned (the runner, each populate owner): its SWA buffers (I3).
+        self._swa_buffers: dict[int, AttributeScan] = {
+            id(runner): AttributeScan(runner, self._is_swa)
+        }
+        # Per populate owner: the owner, its location buffers, where its populate is
+        # defined; per buffer, its accumulator segment.
+        self._owners: dict[int, object] = {}
         self._location_buffers: dict[int, AttributeScan] = {}
+        self._populate_sites: dict[int, str] = {}
         self._slots: dict[tuple[int, str], tuple[DeviceFlags, int]] = {}
         # Per populate owner: the namespaces its populate checks for rebinding (_buffers).
         self._watched: dict[int, list[tuple[dict[str, Any], tuple[Any, ...]]]] = {}
@@ -143,23 +154,47 @@ class GraphRunnerWatch:
         self._plans: dict[int, dict[tuple[int, int], PaddingPlan]] = {}
         self._planned_tails = 0
 
+    def discover(self) -> None:
+        """Wrap what the runner holds now and was not wrapped yet: its input buffers (the
+        runner itself, or objects it holds, with a populate method) and what one capture
+        run calls."""
+        config = self.checks.config
+        patch = self.checks.patcher.wrap_method
+        runner = self.runner
+        candidates = [runner, *getattr(runner, "__dict__", {}).values()]
+        for owner in candidates:
+            if id(owner) in self.checks.populate_owners or isinstance(owner, (type, torch.Tensor)):
+                continue
+            name = first_present(owner, config.populate_methods, method=True)
+            if name is not None:
+                self._owners[id(owner)] = owner
+                self.checks.populate_owners.add(id(owner))
+                patch(owner, name, self.wrap_populate(owner))
+        if not self.run_wrapped:
+            target = _run_target(runner, config.capture_run_methods)
+            if target is not None:
+                patch(*target, self.wrap_run)
+                self.run_wrapped = True
+
     def wrap_capture(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        san = self.san
+        checks = self.checks
 
         def capture(*args: Any, **kwargs: Any) -> Any:
-            san.enter_capture()
-            if not self.runs_known:
-                san.begin_capture_run()
+            self.discover()
+            runs_known = self.run_wrapped
+            checks.enter_capture()
+            if not runs_known:
+                checks.begin_capture_run()
             try:
                 result = original(*args, **kwargs)
             except BaseException:
-                if not self.runs_known:
-                    san.end_scope(ok=False)
-                san.leave_capture()
+                if not runs_known:
+                    checks.end_scope(ok=False)
+                checks.leave_capture()
                 raise
-            if not self.runs_known:
-                san.end_scope()
-            san.leave_capture()
+            if not runs_known:
+                checks.end_scope()
+            checks.leave_capture()
             self._check_buffer_dtypes("after capture")
             return result
 
@@ -170,48 +205,49 @@ class GraphRunnerWatch:
         CPU, an eager forward) part of whatever forward is in progress. The run's first
         cache access checks that it began with an empty cache (I5): the invalidation may
         sit at the top of the run itself, as in SGLang's ``run_once``."""
-        san = self.san
+        checks = self.checks
 
         def run(*args: Any, **kwargs: Any) -> Any:
-            if not san.capture_depth:
+            if not checks.capture_depth:
                 return original(*args, **kwargs)
-            san.begin_capture_run()
+            checks.begin_capture_run()
             try:
                 result = original(*args, **kwargs)
             except BaseException:
-                san.end_scope(ok=False)
+                checks.end_scope(ok=False)
                 raise
-            san.end_scope()
+            checks.end_scope()
             return result
 
         return run
 
     def wrap_populate(self, owner: object) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        self._location_buffers[id(owner)] = AttributeScan(owner, _is_location_buffer)
+        """Input buffers are also looked for in the dictionaries the owner holds (a buffer
+        registry's slots), which the runner's own scan leaves alone (its captured
+        graphs and batches)."""
+        self._location_buffers[id(owner)] = AttributeScan(
+            owner, _is_location_buffer, into_dicts=True
+        )
+        self._swa_buffers[id(owner)] = AttributeScan(owner, self._is_swa, into_dicts=True)
 
         def make(original: Callable[..., Any]) -> Callable[..., Any]:
             """After a populate: the static SWA buffers' dtype (I3), then the padded tails
             (I4) unless the stream is capturing. It runs on every graph decode step, so
             its common path is this one function: the buffers found by the last scans
-            (their namespaces compared by identity), the counts read where populate takes
-            them positionally, the padding plan for the shape, and in ``fast`` the tails
-            concatenated into the next ring slot of the device flags."""
-            params = parameters(original)
-            runner = self.runner
-            raw_params = _named(params, RAW_COUNT_NAMES)
-            padded_params = _named(params, PADDED_COUNT_NAMES)
-            raw_count = _counter(raw_params, RAW_COUNT_NAMES, owner, runner)
-            padded_count = _counter(padded_params, PADDED_COUNT_NAMES, owner, runner)
-            raw_at = _position(raw_params)
-            padded_at = _position(padded_params)
-            san = self.san
-            swa_scan = self._swa_buffers
+            (their namespaces compared by identity), the token counts, the padding plan
+            for the shape, and in ``fast`` the tails concatenated into the next ring slot
+            of the device flags."""
+            counts = _token_counts(parameters(original), owner, self.runner)
+            name = getattr(original, "__name__", "populate")
+            self._populate_sites[id(owner)] = definition(original)
+            checks = self.checks
             location_scan = self._location_buffers[id(owner)]
             plans: dict[tuple[int, int], PaddingPlan] = {}
             self._plans[id(owner)] = plans
             cat = torch.cat
-            fast = not san.full
+            fast = not checks.full
             self._rescan(owner)
+            when = f"after {name}"
 
             def populate(*args: Any, **kwargs: Any) -> Any:
                 result = original(*args, **kwargs)
@@ -219,25 +255,22 @@ class GraphRunnerWatch:
                     self._register_batch_locs()
                 if not unchanged(self._watched[id(owner)]):
                     self._rescan(owner)
-                self._check_dtypes(swa_scan.found, "after populate_from_forward_batch")
+                self._check_dtypes(self._swa_found, when)
                 # Nothing goes to the device while the stream is capturing. Asking CUDA
                 # costs microseconds, so only within the runner's ``capture``: a runner
                 # captures its graphs there (that is how it was recognised).
-                if san.capture_depth and is_capturing():
+                if checks.capture_depth and is_capturing():
                     return result
-                raw = args[raw_at] if len(args) > raw_at else None
-                if type(raw) is not int:
-                    raw = self._raw(raw_count, args, kwargs)
-                padded = args[padded_at] if len(args) > padded_at else None
-                if type(padded) is not int:
-                    padded = padded_count(args, kwargs)
+                raw, padded = counts(args, kwargs)
+                if raw is None:
+                    raw = self._raw_from_batch(args, kwargs)
                 if raw is None or padded is None or padded <= raw:
                     return result
                 found = location_scan.found
                 plan = plans.get((raw, padded))
                 if plan is None or plan.found is not found or not plan.holds():
                     plan = plans[(raw, padded)] = self._plan(owner, found, raw, padded)
-                san.padding_checks += len(plan.tails)
+                checks.padding_checks += len(plan.tails)
                 if not fast:
                     self._compare_tails(owner, plan, raw, padded)
                     return result
@@ -261,19 +294,22 @@ class GraphRunnerWatch:
         return make
 
     def wrap_replay(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        san = self.san
+        checks = self.checks
 
         def replay(*args: Any, **kwargs: Any) -> Any:
+            if not self._replayed:  # what a runner watched before its __init__ holds now
+                self._replayed = True
+                self.discover()
             if not self._batch_locs_registered:
                 self._register_batch_locs()
-            san.forward_called(args, kwargs)
+            checks.forward_called(args, kwargs)
             try:
-                san.dispatch()
+                checks.dispatch()
                 result = original(*args, **kwargs)
             except BaseException:
-                san.end_scope(ok=False)
+                checks.end_scope(ok=False)
                 raise
-            san.end_scope()
+            checks.end_scope()
             return result
 
         return replay
@@ -282,41 +318,51 @@ class GraphRunnerWatch:
 
     def _register_batch_locs(self) -> None:
         """The runner's static location buffers are the batch's locations during replay."""
-        locs = self.san.names.batch_locs(self.runner)
+        locs = self.checks.names.batch_locs(self.runner)
         if locs:
-            self.san.add_static_batch_locs(locs)
+            self.checks.add_static_batch_locs(locs)
             self._batch_locs_registered = True
 
     def _check_buffer_dtypes(self, when: str) -> None:
-        self._check_dtypes(self._swa_buffers.tensors(), when)
+        for scan in self._swa_buffers.values():
+            scan.tensors()  # rescans what was rebound
+        self._collect_swa()
+        self._check_dtypes(self._swa_found, when)
 
     def _check_dtypes(self, found: list[tuple[str, str, torch.Tensor]], when: str) -> None:
-        san = self.san
+        checks = self.checks
         for label, _, t in found:
-            san.dtype_checks += 1
-            if t.dtype is not san.swa_dtype:
-                san.flag_dtype(t, f"{self.label}.{label} ({when})")
+            checks.dtype_checks += 1
+            if t.dtype not in checks.swa_dtypes:
+                checks.flag_dtype(t, f"{self.label}.{label} ({when})", static=True)
 
     def _rescan(self, owner: object) -> None:
-        """Rescan the runner's SWA buffers and ``owner``'s location buffers, and note the
-        namespaces the two scans looked at (the input buffers are usually one of the
-        runner's), each once: what populate compares for a rebinding."""
-        swa, locations = self._swa_buffers, self._location_buffers[id(owner)]
-        swa.rescan()
-        locations.rescan()
+        """Rescan the SWA buffers and ``owner``'s location buffers, and note the namespaces
+        the scans looked at (the input buffers are usually one of the runner's), each
+        once: what populate compares for a rebinding."""
+        locations = self._location_buffers[id(owner)]
+        scans = [*self._swa_buffers.values(), locations]
         seen: dict[int, tuple[dict[str, Any], tuple[Any, ...]]] = {}
-        for snapshot in (*swa.snapshots, *locations.snapshots):
-            seen.setdefault(id(snapshot[0]), snapshot)
+        for scan in scans:
+            scan.rescan()
+            for snapshot in scan.snapshots:
+                seen.setdefault(id(snapshot[0]), snapshot)
         self._watched[id(owner)] = list(seen.values())
+        self._collect_swa()
 
-    def _raw(self, count: Counter, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
-        """The real token count of a populate call not passing it positionally."""
-        raw = count(args, kwargs)
-        if raw is None:
-            batch = batch_argument(args, kwargs)
-            locs = self.san.names.batch_locs(batch) if batch is not None else []
-            raw = locs[0].numel() if locs else None
-        return raw
+    def _collect_swa(self) -> None:
+        """The SWA buffers the scans found, each tensor once."""
+        found: dict[int, tuple[str, str, torch.Tensor]] = {}
+        for scan in self._swa_buffers.values():
+            for entry in scan.found:
+                found.setdefault(id(entry[2]), entry)
+        self._swa_found = list(found.values())
+
+    def _raw_from_batch(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
+        """The real token count of a populate call that says nothing: the batch's own."""
+        batch = batch_argument(args, kwargs)
+        locs = self.checks.names.batch_locs(batch) if batch is not None else []
+        return locs[0].numel() if locs else None
 
     def _compare_tails(self, owner: object, plan: PaddingPlan, raw: int, padded: int) -> None:
         """``full``: every location buffer's padded tail points at the sentinel, read now."""
@@ -325,12 +371,14 @@ class GraphRunnerWatch:
                 tail = buffer.reshape(-1)[raw:padded]
             where = tail.ne(SENTINEL_SLOT).nonzero().reshape(-1)[: V.MAX_VALUES]
             if where.numel():
-                self.san.record(
+                self.checks.record(
                     V.PADDING_NOT_ZEROED,
                     f"{type(owner).__qualname__}.{label}: padded tail [{raw}:{padded}] holds "
-                    f"non-sentinel slots at positions {[raw + i for i in where.tolist()]}; "
-                    f"padded tokens write their KV there",
+                    f"non-sentinel slots at positions {[raw + i for i in where.tolist()]} "
+                    f"after the populate defined at {self._populate_sites[id(owner)]}, called "
+                    f"from {V.call_site()}; padded tokens write their KV there",
                     values=tail[where].tolist(),
+                    site=self._populate_sites[id(owner)],
                 )
 
     def _plan(
@@ -356,7 +404,7 @@ class GraphRunnerWatch:
             else:
                 tail = None
             tails.append((label, buffer, tail))
-            if self.san.full:
+            if self.checks.full:
                 continue
             flags, segment = self._slot(owner, label, buffer)
             form = None if tail is None else staged_form(tail)
@@ -378,7 +426,7 @@ class GraphRunnerWatch:
 
     def bookkeeping(self) -> dict[str, int]:
         """Sizes of what this watch keeps (see ``Sanitizer.bookkeeping``)."""
-        scans = [self._swa_buffers, *self._location_buffers.values()]
+        scans = [*self._swa_buffers.values(), *self._location_buffers.values()]
         return {
             "scan_snapshot_values": sum(scan.snapshot_size() for scan in scans),
             "flag_slot_handles": len(self._slots),
@@ -389,8 +437,9 @@ class GraphRunnerWatch:
         key = (id(owner), label)
         slot = self._slots.get(key)
         if slot is None or slot[0].device != buffer.device or segment_size(slot) < buffer.numel():
-            slot = self._slots[key] = self.san.flags.slot(
-                f"{type(owner).__qualname__}.{label}", buffer, V.call_site
+            site = self._populate_sites[id(owner)]
+            slot = self._slots[key] = self.checks.flags.slot(
+                f"{type(owner).__qualname__}.{label}", buffer, lambda: site
             )
         return slot
 
@@ -399,42 +448,101 @@ def _is_location_buffer(name: str, value: torch.Tensor) -> bool:
     return LOCATION_WORD in name and value.dim() >= 1
 
 
-def _named(
-    params: list[tuple[int | None, str]], names: tuple[str, ...]
-) -> list[tuple[int | None, str]]:
-    """The parameters among ``params`` called one of ``names``, in the order of ``names``."""
+def _run_target(runner: object, run_methods: tuple[str, ...]) -> tuple[object, str] | None:
+    """What one capture/warm-up run calls: the runner's run method (``run_once``), else
+    (SGLang, where ``run_once`` is a closure) the forward of ``runner.model_runner.model``."""
+    name = first_present(runner, run_methods, method=True)
+    if name is not None:
+        return runner, name
+    model = getattr(getattr(runner, "model_runner", None), "model", None)
+    if model is not None and callable(getattr(model, "forward", None)):
+        return model, "forward"
+    return None
+
+
+Counts = Callable[[tuple[Any, ...], dict[str, Any]], tuple[int | None, int | None]]
+# Where a count is passed: (positional index or None, parameter name).
+Where = tuple[int | None, str]
+
+
+def _first(params: list[tuple[int | None, str]], names: tuple[str, ...]) -> Where | None:
+    """Where the first of ``names`` that populate takes is passed, if it takes one."""
     by_name = dict((name, index) for index, name in params)
-    return [(by_name[name], name) for name in names if name in by_name]
+    return next(((by_name[name], name) for name in names if name in by_name), None)
 
 
-def _position(params: list[tuple[int | None, str]]) -> int:
-    """Where the first of ``params`` is passed positionally (read directly), or a position
-    no call reaches if it cannot be."""
-    return params[0][0] if params and params[0][0] is not None else sys.maxsize
-
-
-Counter = Callable[[tuple[Any, ...], dict[str, Any]], int | None]
-
-
-def _counter(
-    params: list[tuple[int | None, str]],
-    names: tuple[str, ...],
-    owner: object,
-    runner: object,
-) -> Counter:
-    """Reads a count from a populate call: the first of ``names`` that holds an int among
-    its arguments (``params``), then attributes it left on the owner, then on the runner."""
-
-    def count(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
-        for index, name in params:
-            value = argument(args, kwargs, index, name)
-            if isinstance(value, int) and not isinstance(value, bool):
-                return value
-        for source in (vars(owner), vars(runner)):
-            for name in names:
-                value = source.get(name)
-                if isinstance(value, int) and not isinstance(value, bool):
-                    return value
+def _read(args: tuple[Any, ...], kwargs: dict[str, Any], where: Where | None) -> int | None:
+    """The int passed for a parameter (``None`` if not passed, or not an int)."""
+    if where is None:
         return None
+    index, name = where
+    value = args[index] if index is not None and index < len(args) else kwargs.get(name)
+    return value if type(value) is int else None
 
-    return count
+
+def _attribute_count(names: tuple[str, ...], *sources: object) -> int | None:
+    """The first of ``names`` that holds an int among the attributes of ``sources``."""
+    for source in sources:
+        namespace = getattr(source, "__dict__", {})
+        for name in names:
+            value = namespace.get(name)
+            if type(value) is int:
+                return value
+    return None
+
+
+def _token_counts(params: list[tuple[int | None, str]], owner: object, runner: object) -> Counts:
+    """``(raw, padded)`` token counts of a populate call (see the module docstring): from
+    its arguments, tokens or else requests times tokens per request; only a count it is
+    not given at all is read from what it left on its object or the runner. Where each
+    count is passed is worked out once: this runs on every graph decode step."""
+    raw_tokens = _first(params, RAW_TOKEN_NAMES)
+    padded_tokens = _first(params, PADDED_TOKEN_NAMES)
+    raw_requests = _first(params, RAW_REQUEST_NAMES)
+    padded_requests = _first(params, PADDED_REQUEST_NAMES)
+    per_request = _first(params, TOKENS_PER_REQUEST)
+    namespaces = [getattr(owner, "__dict__", {}), getattr(runner, "__dict__", {})]
+    (per_name,) = TOKENS_PER_REQUEST
+
+    takes_tokens = raw_tokens is not None or padded_tokens is not None
+
+    def counts(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int | None, int | None]:
+        raw = padded = None
+        if takes_tokens:
+            raw = _read(args, kwargs, raw_tokens)
+            padded = _read(args, kwargs, padded_tokens)
+            if raw is not None and padded is not None:
+                return raw, padded
+        per = _read(args, kwargs, per_request) if per_request is not None else None
+        if per is None:
+            for namespace in namespaces:
+                per = namespace.get(per_name)
+                if type(per) is int:
+                    break
+            else:
+                per = 1
+        if raw is None:
+            requests = _read(args, kwargs, raw_requests)
+            raw = (
+                requests * per
+                if requests is not None
+                else _left(per, RAW_TOKEN_NAMES, RAW_REQUEST_NAMES)
+            )
+        if padded is None:
+            requests = _read(args, kwargs, padded_requests)
+            padded = (
+                requests * per
+                if requests is not None
+                else _left(per, PADDED_TOKEN_NAMES, PADDED_REQUEST_NAMES)
+            )
+        return raw, padded
+
+    def _left(per: int, token_names: tuple[str, ...], request_names: tuple[str, ...]) -> int | None:
+        """A count populate was not given, from what it left on its object or the runner."""
+        found = _attribute_count(token_names, owner, runner)
+        if found is not None:
+            return found
+        requests = _attribute_count(request_names, owner, runner)
+        return None if requests is None else requests * per
+
+    return counts

@@ -172,21 +172,49 @@ def _is_dataclass_instance(value: object) -> bool:
     return found
 
 
-def attributes(obj: object) -> Iterator[tuple[str, str, Any]]:
-    """``(label, name, value)`` of ``obj``'s attributes and of those of dataclasses it holds."""
+def attributes(obj: object, into_dicts: bool = False) -> Iterator[tuple[str, str, Any]]:
+    """``(label, name, value)`` of ``obj``'s attributes and of the dataclasses it holds;
+    with ``into_dicts``, also of what the string-keyed dictionaries it holds map to
+    (tensors, and the fields of dataclasses: a buffer registry's
+    ``_slots["out_cache_loc"].buffer``, named by its key)."""
     namespace = getattr(obj, "__dict__", None)
     if namespace is None:
         return
     for name, value in list(namespace.items()):
         yield name, name, value
-        if not isinstance(value, torch.Tensor) and _is_dataclass_instance(value):
+        if isinstance(value, torch.Tensor):
+            continue
+        if _is_dataclass_instance(value):
             for inner, inner_value in vars(value).items():
                 yield f"{name}.{inner}", inner, inner_value
+        elif into_dicts and type(value) is dict:
+            for key, entry in list(value.items()):
+                if not isinstance(key, str):
+                    continue
+                if isinstance(entry, torch.Tensor):
+                    yield f"{name}[{key!r}]", key, entry
+                elif _is_dataclass_instance(entry):
+                    for inner, inner_value in vars(entry).items():
+                        if isinstance(inner_value, torch.Tensor):
+                            yield f"{name}[{key!r}].{inner}", key, inner_value
+
+
+def _namespaces(value: object, into_dicts: bool) -> Iterator[dict[str, Any]]:
+    """The namespaces under one attribute value that ``attributes`` reads."""
+    if isinstance(value, torch.Tensor):
+        return
+    if _is_dataclass_instance(value):
+        yield vars(value)
+    elif into_dicts and type(value) is dict:
+        yield value  # type: ignore[misc]
+        for entry in value.values():  # type: ignore[attr-defined]
+            if not isinstance(entry, torch.Tensor) and _is_dataclass_instance(entry):
+                yield vars(entry)
 
 
 class AttributeScan:
-    """``(label, name, tensor)`` for the tensor attributes of a long-lived object (and of
-    the dataclasses it holds) that pass ``wanted(name, tensor)``.
+    """``(label, name, tensor)`` for the tensors of a long-lived object (see
+    :func:`attributes`) that pass ``wanted(name, tensor)``.
 
     The scan is redone only when an attribute of the object or of one of those
     dataclasses was rebound, added or removed since the last one, so a graph runner's
@@ -194,9 +222,15 @@ class AttributeScan:
     by the engine is still seen (compared by identity, a pointer comparison per value).
     """
 
-    def __init__(self, obj: object, wanted: Callable[[str, torch.Tensor], bool]) -> None:
+    def __init__(
+        self,
+        obj: object,
+        wanted: Callable[[str, torch.Tensor], bool],
+        into_dicts: bool = False,
+    ) -> None:
         self.obj = obj
         self.wanted = wanted
+        self.into_dicts = into_dicts
         # Per namespace looked at: the namespace and its values at the last scan.
         self.snapshots: list[tuple[dict[str, Any], tuple[Any, ...]]] = []
         # The wanted tensors found by the last scan (a new list object on every scan).
@@ -222,12 +256,11 @@ class AttributeScan:
         values = tuple(namespace.values())
         self.snapshots.append((namespace, values))
         for value in values:
-            if not isinstance(value, torch.Tensor) and _is_dataclass_instance(value):
-                inner = vars(value)
+            for inner in _namespaces(value, self.into_dicts):
                 self.snapshots.append((inner, tuple(inner.values())))
         self.found = [
             (label, name, value)
-            for label, name, value in attributes(self.obj)
+            for label, name, value in attributes(self.obj, self.into_dicts)
             if isinstance(value, torch.Tensor) and self.wanted(name, value)
         ]
 
@@ -238,6 +271,19 @@ def unchanged(snapshots: list[tuple[dict[str, Any], tuple[Any, ...]]]) -> bool:
         if len(namespace) != len(values) or not all(map(operator.is_, namespace.values(), values)):
             return False
     return True
+
+
+BATCH_PARAM = "forward_batch"
+
+
+def batch_argument(args: tuple[Any, ...], kwargs: dict[str, Any]) -> object | None:
+    """The forward batch a call was given: by name, else the first object argument."""
+    if BATCH_PARAM in kwargs:
+        return kwargs[BATCH_PARAM]
+    for value in args:
+        if hasattr(value, "__dict__") and not isinstance(value, type):
+            return value
+    return None
 
 
 def argument(args: tuple[Any, ...], kwargs: dict[str, Any], index: int | None, name: str) -> Any:

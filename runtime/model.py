@@ -29,7 +29,38 @@ class Role(str, enum.Enum):
     ALLOCATOR = "allocator"
     BACKEND = "backend"
     GRAPH_RUNNER = "graph-runner"
+    # A graph runner's static input buffers, filled from each batch by a populate method.
+    INPUT_BUFFERS = "input-buffers"
     MODEL_RUNNER = "model-runner"
+
+
+# How a pool may be declared to cache translations (``cache-model``; ``auto``: observed).
+NO_CACHE = "none"
+MEMOISING = "memoising"
+ATTRIBUTE = "attribute"
+
+
+@dataclass(frozen=True)
+class CacheModel:
+    """How a pool caches translations, and so which cache checks apply to it: a memoising
+    translate method (it hands back the same tensor for the same key: I1, I2, I5, I6, I7),
+    attributes it keeps translations in and reads back later (a read after a mapping
+    change is stale: I2), both, or neither (no cache checks at all). ``how`` says why."""
+
+    memoising: bool
+    attributes: tuple[str, ...]
+    how: str
+
+    @property
+    def kind(self) -> str:
+        parts = ["memoising translate"] if self.memoising else []
+        if self.attributes:
+            parts.append(f"attribute cache ({', '.join(self.attributes)})")
+        return " + ".join(parts) or "no cache"
+
+    @property
+    def has_cache(self) -> bool:
+        return self.memoising or bool(self.attributes)
 
 
 @dataclass(frozen=True)

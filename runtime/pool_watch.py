@@ -1,9 +1,11 @@
-"""Checks on an SWA pool: its translation cache (I2, I7), its mapping writes (I1), and the
-dtype of what it hands out and is handed (I3).
+"""Checks on an SWA pool, by its cache model (``model.CacheModel``): a memoising
+translate's cache (I2, I5, I6, I7) and the mapping writes under it (I1); attribute
+caches (``attribute_cache``); the dtype of the SWA locations its KV writes consume
+(``consumers``); a pool without a cache gets no cache checks at all.
 
-A cache hit is recognised from the outside: the translate method returned the very
-tensor object of the live entry, not written since. Everything else is a miss,
-which records a new entry. That needs no knowledge of the pool's cache fields, so a
+A memoising translate's cache hit is recognised from the outside: the translate
+method returned the very tensor object of the live entry, not written since. Everything
+else is a miss, which records a new entry. That needs no knowledge of the pool's cache fields, so a
 foreign pool is checked exactly like the reference one.
 
 The wrappers run on every translation and every allocator call (some twenty calls a
@@ -18,14 +20,19 @@ allocator call and a scope boundary cost one integer test.
 
 from __future__ import annotations
 
+import logging
 import sys
 import weakref
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from . import violations as V
+from .attribute_cache import AttributeCacheWatch
+from .bytecode import class_functions, self_access, source_line
+from .checks import Checks
+from .consumers import install_subpool_writes, pool_write_check
 from .deferred import is_capturing
 from .locations import Span
 from .model import (
@@ -33,6 +40,7 @@ from .model import (
     NOTHING_REPORTED,
     STORAGE_OBJECTS_PRESERVED,
     CacheEntry,
+    CacheModel,
     ScopeKind,
     StorageRef,
     TensorIdentity,
@@ -40,13 +48,15 @@ from .model import (
     tensor_version,
 )
 from .roles import first_present
-from .wrapping import Patcher, Wrapped, public_methods
+from .wrapping import Patcher, Wrapped, forwarding, original_of, public_methods
 
-if TYPE_CHECKING:
-    from .sanitizer import Sanitizer
+# Left out of a violation's pytest traceback (``violations.hide_from_traceback``).
+__tracebackhide__ = V.hide_from_traceback
 
-# Methods with their own wrappers; every other public method is wrapped as a possible mutator.
-SET_KV_BUFFER = "set_kv_buffer"
+logger = logging.getLogger("swacheck.runtime")
+
+# How deep the search for the lines that write the mapping follows ``self.method()`` calls.
+WRITE_SEARCH_DEPTH = 3
 
 # The kind a scope's start checks for, by scope kind (I6, I5).
 SCOPE_START_KIND = {
@@ -63,22 +73,84 @@ def _first_mismatches(
     return tuple(where.tolist()), tuple(got.reshape(-1)[where].tolist())
 
 
+# A mutator wrapper's body (``wrapping.forwarding``): the same as ``wrap_mutator``'s
+# generic wrapper, with the method's own parameters.
+_MUTATOR_BODY = """\
+    _sw_checks.mutator_depth += 1
+    try:
+        _sw_result = CALL
+    finally:
+        _sw_checks.mutator_depth -= 1
+    if _sw_checks.live_pools and not _sw_checks.mutator_depth:
+        _sw_check(_sw_original)
+    return _sw_result
+"""
+
+
+def wrap_mutator(checks: Checks, original: Callable[..., Any]) -> Callable[..., Any]:
+    """Any public method of a pool or allocator: at the end of the outermost such call,
+    the mapping must not have moved under a live cached translation (I1)."""
+    pools = checks.pools
+
+    def check(method: Callable[..., Any]) -> None:
+        for pool in pools:
+            if pool.live is not None:
+                pool.check_mapping_write(method)
+
+    exact = forwarding(original, _MUTATOR_BODY, {"_sw_checks": checks, "_sw_check": check})
+    if exact is not None:
+        return exact
+
+    def mutator(*args: Any, **kwargs: Any) -> Any:
+        checks.mutator_depth += 1
+        try:
+            result = original(*args, **kwargs)
+        finally:
+            checks.mutator_depth -= 1
+        if checks.live_pools and not checks.mutator_depth:
+            check(original)
+        return result
+
+    return mutator
+
+
+def install_allocator(checks: Checks, allocator: object) -> None:
+    """An object that writes the mapping without owning the cache: I1 at its exits."""
+    for name in public_methods(allocator):
+        checks.patcher.wrap_method(allocator, name, lambda original: wrap_mutator(checks, original))
+
+
 class PoolWatch:
     def __init__(
         self,
-        san: Sanitizer,
+        checks: Checks,
         pool: object,
         label: str,
         kv_buffers: Callable[[], Sequence[torch.Tensor]] | None,
+        model: CacheModel,
     ) -> None:
-        config = san.config
+        config = checks.config
         mapping_attr = first_present(pool, config.mapping_attributes, method=False)
         assert mapping_attr is not None
-        self.san = san
+        self.checks = checks
         self.pool = pool
         self.label = label
         self.mapping_attr = mapping_attr
         self.kv_buffers = kv_buffers
+        self.model = model
+        self.memoising = model.memoising
+        self.attribute_cache = (
+            AttributeCacheWatch(
+                checks,
+                pool,
+                label,
+                mapping_attr,
+                model.attributes,
+                config.invalidate_methods[0],
+            )
+            if model.attributes
+            else None
+        )
         # The last entry filled; the same entry while no invalidation has followed it; the
         # kinds already reported against it (one missing invalidation, one report).
         self.entry: CacheEntry | None = None
@@ -92,12 +164,15 @@ class PoolWatch:
         self._mapping_known: TensorIdentity | None = None
         # The invalidation methods' wrappers: in place only while an entry is live.
         self._invalidators: list[Wrapped] = []
+        # The last translation handed out, while translate is not known to memoise.
+        self._last_result: weakref.ref[torch.Tensor] | None = None
 
     # -- installation -------------------------------------------------------------------
 
     def install(self, patcher: Patcher) -> None:
-        config = self.san.config
-        special = {*config.translate_methods, *config.invalidate_methods, SET_KV_BUFFER}
+        config = self.checks.config
+        writes = tuple(n for n in config.kv_write_methods if callable(getattr(self.pool, n, None)))
+        special = {*config.translate_methods, *config.invalidate_methods, *writes}
         for name in config.translate_methods:
             if callable(getattr(self.pool, name, None)):
                 patcher.wrap_method(self.pool, name, self._wrap_translate)
@@ -106,11 +181,19 @@ class PoolWatch:
                 self._invalidators.append(
                     patcher.wrap_method(self.pool, name, self._wrap_invalidate)
                 )
-        if callable(getattr(self.pool, SET_KV_BUFFER, None)):
-            patcher.wrap_method(self.pool, SET_KV_BUFFER, self._wrap_set_kv_buffer)
+        for name in writes:
+            patcher.wrap_method(self.pool, name, self._wrap_kv_write)
+        install_subpool_writes(self.checks, self.pool, self.label)
+        checks = self.checks
+
+        def mutator(original: Callable[..., Any]) -> Callable[..., Any]:
+            return wrap_mutator(checks, original)
+
         for name in public_methods(self.pool):
             if name not in special:
-                patcher.wrap_method(self.pool, name, self.san.wrap_mutator)
+                patcher.wrap_method(self.pool, name, mutator)
+        if self.attribute_cache is not None:
+            self.attribute_cache.install(patcher)
 
     def mapping(self) -> torch.Tensor:
         return getattr(self.pool, self.mapping_attr)
@@ -131,13 +214,61 @@ class PoolWatch:
     # -- wrappers -----------------------------------------------------------------------
 
     def _wrap_translate(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        """A memoising translate's cache checks; otherwise a translation is only observed:
+        recorded for the attribute caches, its dtype checked where configured, and
+        compared with the one before (the very same tensor handed back is a cache after
+        all: from then on it is checked as one)."""
+        memoising = self._memoising_translate(original)
+        if self.memoising:
+            return memoising
+        checks = self.checks
+        check_dtype = checks.config.check_translate_dtype
+        attribute_cache = self.attribute_cache
+        what = f"{self.label}.{self._translate_name}() output"
+
+        def translate(kv_indices: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            if self.memoising:
+                return memoising(kv_indices, *args, **kwargs)
+            result = original(kv_indices, *args, **kwargs)
+            if not isinstance(result, torch.Tensor):
+                return result
+            last = self._last_result
+            if last is not None and last() is result and result is not kv_indices:
+                self._observed_memoisation()
+            self._last_result = weakref.ref(result)
+            if attribute_cache is not None:
+                attribute_cache.record(kv_indices, result)
+            if check_dtype:
+                checks.check_dtype(result, what)
+            return result
+
+        return translate
+
+    def _observed_memoisation(self) -> None:
+        """Translate handed back the tensor it returned before: it memoises, whatever its
+        class suggested. Checked as a memoising cache from the next call on."""
+        self.memoising = True
+        self.model = CacheModel(
+            True,
+            self.model.attributes,
+            "observed: translate handed back the tensor it returned before",
+        )
+        logger.warning(
+            "%s: %s() handed back the same tensor twice: checked as a memoising cache from now "
+            "on (declare cache-model to say so from the start)",
+            self.label,
+            self._translate_name,
+        )
+
+    def _memoising_translate(self, original: Callable[..., Any]) -> Callable[..., Any]:
         """Every translation passes here (twice a decode step), so the wrapper is one
         function: the common path, a miss outside any live entry, calls nothing of the
         sanitizer's and builds its record (:class:`CacheEntry`) as one tuple."""
-        san = self.san
-        pools = san.pools
+        checks = self.checks
+        pools = checks.pools
         is_tensor = torch.Tensor
-        swa_dtype = san.swa_dtype
+        check_dtype = checks.config.check_translate_dtype
+        swa_dtypes = checks.swa_dtypes
         pool = self.pool
         mapping_attr = self.mapping_attr
         get_frame = sys._getframe
@@ -150,14 +281,14 @@ class PoolWatch:
         def translate(kv_indices: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
             # Earlier writes outside watched calls (I1), then the scope-start checks (I5/I6)
             # if this is the scope's first cache access.
-            if san.live_pools:
+            if checks.live_pools:
                 for watch in pools:
                     if watch.live is not None:
                         watch.check_mapping_write(None)
-            scope = san.scope
+            scope = checks.scope
             if not scope.dispatched and scope.active:
-                san.dispatch()
-                scope = san.scope
+                checks.dispatch()
+                scope = checks.scope
             pointer = kv_indices.data_ptr()
             live = self.live
             if live is not None and scope.active:
@@ -167,7 +298,7 @@ class PoolWatch:
                 return result
             # The same live result object again, unwritten, is a hit (I2); anything else a
             # miss, which fills a new entry.
-            san.stale_checks += 1
+            checks.stale_checks += 1
             try:
                 version = result._version
             except RuntimeError:  # an inference tensor keeps no version
@@ -202,7 +333,7 @@ class PoolWatch:
                 else:
                     offset = frame.f_lasti
                 if live is None:  # an entry goes live: invalidations matter again
-                    san.live_pools += 1
+                    checks.live_pools += 1
                     for wrapped in invalidators:
                         wrapped.step_in()
                 self.entry = self.live = tuple_new(  # type: ignore[call-overload]
@@ -226,9 +357,10 @@ class PoolWatch:
                     ),
                 )
                 self.reported = NOTHING_REPORTED
-            san.dtype_checks += 1
-            if result.dtype is not swa_dtype:
-                san.flag_dtype(result, f"{self.label}.{self._translate_name}() output")
+            if check_dtype:
+                checks.dtype_checks += 1
+                if result.dtype not in swa_dtypes:
+                    checks.flag_dtype(result, f"{self.label}.{self._translate_name}() output")
             return result
 
         return translate
@@ -249,34 +381,25 @@ class PoolWatch:
     def end_live(self) -> None:
         """The live entry was invalidated: no entry is live until the next miss."""
         self.live = None
-        self.san.live_pools -= 1
+        self.checks.live_pools -= 1
         for wrapped in self._invalidators:
             wrapped.step_aside()
 
-    def _wrap_set_kv_buffer(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        san = self.san
-        swa_params = san.names.swa_params(original)
-        label = self.label
+    def _wrap_kv_write(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        """A KV write: the SWA locations it consumes (``consumers``); translations made
+        inside it are of the batch's own locations, never fresh tensors (I7)."""
+        name = getattr(original, "__name__", "set_kv_buffer")
+        check = pool_write_check(self.checks, original, f"{self.label}.{name}")
 
-        def set_kv_buffer(*args: Any, **kwargs: Any) -> Any:
-            for index, name in swa_params:
-                if name in kwargs:
-                    value = kwargs[name]
-                elif index is not None and index < len(args):
-                    value = args[index]
-                else:
-                    continue
-                if isinstance(value, torch.Tensor):
-                    san.dtype_checks += 1
-                    if value.dtype is not san.swa_dtype:
-                        san.flag_dtype(value, f"{label}.set_kv_buffer({name}=...)")
+        def kv_write(*args: Any, **kwargs: Any) -> Any:
+            check(args, kwargs)
             self._kv_depth += 1
             try:
                 return original(*args, **kwargs)
             finally:
                 self._kv_depth -= 1
 
-        return set_kv_buffer
+        return kv_write
 
     # -- checks -------------------------------------------------------------------------
 
@@ -291,24 +414,24 @@ class PoolWatch:
         if token is None:
             return True  # freed: not the batch's locations, which the batch holds
         device = token.device if STORAGE_OBJECTS_PRESERVED else None  # type: ignore[attr-defined]
-        return not _starts_in(entry.key_ptr, device, self.san.own_spans())
+        return not _starts_in(entry.key_ptr, device, self.checks.own_spans())
 
     def _check_key_change(self, entry: CacheEntry, kv: torch.Tensor, pointer: int) -> None:
         """I7: within one forward, another tensor is translated without an invalidation
         in between and one side is a freshly computed tensor (a fresh tensor freed and its
         address reused is the case where the pool would even hit). ``entry`` is live."""
-        san = self.san
-        if entry.scope_id != san.scope.scope_id:
+        checks = self.checks
+        if entry.scope_id != checks.scope.scope_id:
             return
-        san.fresh_checks += 1
-        fresh = not self._kv_depth and not _starts_in(pointer, kv.device, san.own_spans())
+        checks.fresh_checks += 1
+        fresh = not self._kv_depth and not _starts_in(pointer, kv.device, checks.own_spans())
         entry_fresh = self._fresh(entry)
         if not (fresh or entry_fresh) or entry.key_difference(kv) is None:
             return  # batch locations may change key; the same tensor again is a plain hit
         self.mark(V.UNFLUSHED_FRESH_TRANSLATION)
         what = "a freshly computed tensor" if fresh else "the batch's locations"
         before = "a fresh tensor's" if entry_fresh else "the batch locations'"
-        san.record(
+        checks.record(
             V.UNFLUSHED_FRESH_TRANSLATION,
             f"{self.label}: translating {what} ({kv.numel()} indices) while {before} "
             f"translation cached at {entry.site} is still live; bracket fresh translations "
@@ -317,7 +440,7 @@ class PoolWatch:
         )
 
     def _check_hit(self, entry: CacheEntry, kv: torch.Tensor, result: torch.Tensor) -> None:
-        san = self.san
+        checks = self.checks
         if V.STALE_TRANSLATION in self.reported or kv.numel() == 0:
             return  # an empty translation cannot be wrong
         if entry is not self.live:
@@ -328,19 +451,19 @@ class PoolWatch:
                 reason = "the mapping was written since it was filled"
         if reason is not None:
             self.mark(V.STALE_TRANSLATION)
-            san.record(
+            checks.record(
                 V.STALE_TRANSLATION,
                 f"{self.label}: cached translation from {entry.site} served for "
                 f"{kv.numel()} indices, but {reason}",
                 values=_head(kv),
             )
             return
-        if san.full and not is_capturing():
+        if checks.full and not is_capturing():
             self._compare_content(entry, kv, result)
 
     def _compare_content(self, entry: CacheEntry, kv: torch.Tensor, result: torch.Tensor) -> None:
         """``full``: re-translate a hit and compare; catches writes no version counter sees."""
-        san = self.san
+        checks = self.checks
         want = self.mapping()[kv.long()].to(result.dtype)
         if want.shape == result.shape and torch.equal(want, result):
             return
@@ -349,20 +472,20 @@ class PoolWatch:
             where, got = (), ()
         else:
             where, got = _first_mismatches(result, want)
-        san.record(
+        checks.record(
             V.STALE_TRANSLATION,
             f"{self.label}: cached translation differs from re-translating its key now "
             f"(positions {list(where)}); the key or mapping changed behind the version counters",
             values=got,
         )
 
-    def check_mapping_write(self, method: str | None) -> None:
+    def check_mapping_write(self, method: Callable[..., Any] | None) -> None:
         """I1: the mapping moved under a live cached translation with no invalidation, during
         the watched ``method`` (``None``: outside any watched call)."""
         entry = self.live
         if entry is None or V.UNINVALIDATED_MAPPING_WRITE in self.reported:
             return
-        self.san.mapping_checks += 1
+        self.checks.mapping_checks += 1
         mapping = getattr(self.pool, self.mapping_attr)
         # The common answer without working it out (mutators run several times a decode
         # step with an entry live): the tensor object the entry was gathered from (see
@@ -383,11 +506,24 @@ class PoolWatch:
         if reason is None:
             return
         self.mark(V.UNINVALIDATED_MAPPING_WRITE)
-        during = "outside any watched call" if method is None else f"during {method}()"
-        self.san.record(
+        site = None
+        if method is None:
+            during = "outside any watched call"
+        else:
+            name = getattr(method, "__qualname__", getattr(method, "__name__", "?"))
+            during = f"during {name}()"
+            writes = mapping_writes(method, self.mapping_attr)
+            if writes:
+                site = writes[0]
+                during += f", which writes it at {writes[0]}" + (
+                    f" (and {len(writes) - 1} more)" if len(writes) > 1 else ""
+                )
+        self.checks.record(
             V.UNINVALIDATED_MAPPING_WRITE,
-            f"{self.label}.{self.mapping_attr} changed ({reason}) {during} while the translation "
-            f"cached at {entry.site} was live, and no {self._invalidate_name}() followed",
+            f"{self.label}.{self.mapping_attr} changed ({reason}) {during}, while the "
+            f"translation cached at {entry.site} was live, and no {self._invalidate_name}() "
+            f"followed",
+            site=site,
         )
 
     def check_scope_start(self, kind: ScopeKind, scope_id: int) -> None:
@@ -399,7 +535,7 @@ class PoolWatch:
             return
         self.mark(kind_name)
         what = "a graph capture/warm-up run" if kind is ScopeKind.CAPTURE_RUN else "a forward"
-        self.san.record(
+        self.checks.record(
             kind_name,
             f"{self.label}: {what} started with the translation cached at {entry.site} still "
             f"live; {self._invalidate_name}() must run first",
@@ -409,12 +545,12 @@ class PoolWatch:
     def check_scope_end(self) -> None:
         """I7: a fresh tensor's translation must not outlive its bracket."""
         entry = self.live
-        if entry is None or entry.scope_id != self.san.scope.scope_id:
+        if entry is None or entry.scope_id != self.checks.scope.scope_id:
             return
         if V.UNFLUSHED_FRESH_TRANSLATION in self.reported or not self._fresh(entry):
             return
         self.mark(V.UNFLUSHED_FRESH_TRANSLATION)
-        self.san.record(
+        self.checks.record(
             V.UNFLUSHED_FRESH_TRANSLATION,
             f"{self.label}: the fresh tensor's translation cached at {entry.site} is still live "
             f"when the forward ends; a later lookup at the same address would hit it",
@@ -441,3 +577,26 @@ def _head(t: torch.Tensor) -> tuple[int, ...]:
 def _head_of(entry: CacheEntry) -> tuple[int, ...]:
     result = entry.result()
     return () if result is None else _head(result)
+
+
+def mapping_writes(method: Callable[..., Any], mapping_attr: str) -> list[str]:
+    """Where ``method`` (a bound method) and the methods of its object it calls, to
+    ``WRITE_SEARCH_DEPTH``, write an attribute named ``mapping_attr`` (their own or another
+    object's): ``path:line in function: `text```, read from their bytecode (worked out only
+    for a violation)."""
+    owner = getattr(method, "__self__", None)
+    functions = dict(class_functions(type(owner))) if owner is not None else {}
+    found: list[str] = []
+    seen: set[object] = set()
+    pending = [(original_of(method), 0)]
+    while pending:
+        function, depth = pending.pop(0)
+        function = getattr(function, "__func__", function)
+        if function in seen:
+            continue
+        seen.add(function)
+        access = self_access(function)
+        found += [source_line(function, line) for line in access.any_writes.get(mapping_attr, ())]
+        if depth < WRITE_SEARCH_DEPTH:
+            pending += [(functions[n], depth + 1) for n in sorted(access.loads) if n in functions]
+    return found

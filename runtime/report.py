@@ -20,8 +20,11 @@ class SanitizerReport:
     counts: dict[str, int]
     # The first violations of each kind, with their evidence.
     violations: tuple[Violation, ...] = ()
-    # Watched objects by role.
+    # Watched objects by role; each watched pool's cache model by label (``CacheModel.kind``);
+    # instances of classes named for watching that play no role, by class (left alone).
     watched: dict[str, int] = field(default_factory=dict)
+    cache_models: dict[str, str] = field(default_factory=dict)
+    left_alone: dict[str, int] = field(default_factory=dict)
     # Merged over the ranks of a distributed run: how many ranks, each reporting rank's
     # violations by kind (a rank missing here sent no report), and the error that ended
     # each rank that failed.
@@ -50,6 +53,8 @@ class SanitizerReport:
             "violations": self.total_violations,
             "counts": dict(self.counts),
             "watched": dict(self.watched),
+            "cache_models": dict(self.cache_models),
+            "left_alone": dict(self.left_alone),
             "details": [v.to_dict() for v in self.violations],
             "world_size": self.world_size,
             "per_rank": {str(rank): dict(c) for rank, c in self.per_rank.items()},
@@ -66,6 +71,8 @@ class SanitizerReport:
             counts=dict(data["counts"]),
             violations=tuple(Violation.from_dict(v) for v in data["details"]),
             watched=dict(data["watched"]),
+            cache_models=dict(data.get("cache_models", {})),
+            left_alone=dict(data.get("left_alone", {})),
             world_size=data.get("world_size", 1),
             per_rank={int(r): dict(c) for r, c in data.get("per_rank", {}).items()},
             errors={int(r): e for r, e in data.get("errors", {}).items()},
@@ -84,6 +91,15 @@ class SanitizerReport:
 
     def to_text(self) -> str:
         lines = [self.summary_line()]
+        if self.watched:
+            lines.append(
+                "  watched: " + ", ".join(f"{n} {role}" for role, n in sorted(self.watched.items()))
+            )
+        lines += [f"  pool {label}: {kind}" for label, kind in sorted(self.cache_models.items())]
+        lines += [
+            f"  left alone: {n} {label} (plays none of the roles)"
+            for label, n in sorted(self.left_alone.items())
+        ]
         lines += [
             f"  {kind}: {self.checks.get(kind, 0)} checks, {self.counts[kind]} violations"
             for kind in KINDS

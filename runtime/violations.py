@@ -43,6 +43,22 @@ INVARIANT_OF_KIND: dict[str, str] = {
     SWA_KV_CORRUPTION: "consequence",
 }
 
+# Each invariant in words, for reports that must stand on their own.
+INVARIANT_TEXT: dict[str, str] = {
+    "I1": "every write to the full->SWA mapping must be followed by an invalidation of the "
+    "translation cache",
+    "I2": "a cached translation may only be served for the very tensor, contents and mapping "
+    "it was computed from",
+    "I3": "SWA-space locations must have the SWA dtype where they are consumed",
+    "I4": "a padded CUDA-graph batch must reset every location buffer's padded tail to the "
+    "sentinel slot 0",
+    "I5": "each graph warm-up/capture run must start with an invalidated translation cache",
+    "I6": "every forward must invalidate the translation cache before it builds attention "
+    "metadata or replays",
+    "I7": "translating a freshly computed index tensor must be bracketed by invalidations",
+    "consequence": "a forward may write SWA KV only into the batch's own slots and the sentinel",
+}
+
 # How many offending values a violation keeps: enough to debug, small enough to print.
 MAX_VALUES = 8
 
@@ -73,7 +89,11 @@ class Violation:
 
     def __str__(self) -> str:
         where = "" if self.rank is None else f" on rank {self.rank}"
-        text = f"{self.kind} ({INVARIANT_OF_KIND[self.kind]}){where} at {self.site}: {self.message}"
+        invariant = INVARIANT_OF_KIND[self.kind]
+        text = (
+            f"{self.kind} ({invariant}: {INVARIANT_TEXT[invariant]}){where} at {self.site}: "
+            f"{self.message}"
+        )
         if self.values:
             text += f" [values: {', '.join(map(str, self.values))}]"
         return text
@@ -158,6 +178,14 @@ ERROR_BY_KIND: dict[str, type[SWASanitizerError]] = {
         SWAKVCorruptionError,
     )
 }
+
+
+def hide_from_traceback(excinfo: Any) -> bool:
+    """pytest's ``__tracebackhide__`` protocol: the sanitizer's own frames are left out of
+    the traceback of a violation (its report names where it happened), never out of
+    that of any other error."""
+    return bool(excinfo.errisinstance(SWASanitizerError))
+
 
 _RUNTIME_DIR = os.path.dirname(os.path.abspath(__file__))
 

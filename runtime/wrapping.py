@@ -16,6 +16,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from .violations import hide_from_traceback
+
 _MISSING = object()
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -62,7 +64,7 @@ def forwarding(
         return None
     params: list[str] = []
     passed: list[str] = []
-    namespace = dict(env)
+    namespace = {**env, "__tracebackhide__": hide_from_traceback}
     star = slash = False
     for index, p in enumerate(signature.parameters.values()):
         name = p.name
@@ -171,13 +173,21 @@ class Patcher:
         self._undo.append(wrapped.retire)
         return wrapped
 
-    def hook_init(self, cls: type, on_new: Callable[[object], None]) -> None:
-        """Call ``on_new(instance)`` after every construction of ``cls`` or a subclass."""
+    def hook_init(
+        self,
+        cls: type,
+        on_new: Callable[[object], None],
+        before: Callable[[object], None] | None = None,
+    ) -> None:
+        """Call ``on_new(instance)`` after every construction of ``cls`` or a subclass, and
+        ``before(instance)`` (if given) before its ``__init__`` runs."""
         previous = cls.__dict__.get("__init__", _MISSING)
         original = cls.__init__
 
         @functools.wraps(original)
         def __init__(self: object, *args: Any, **kwargs: Any) -> None:
+            if before is not None:
+                before(self)
             original(self, *args, **kwargs)
             on_new(self)
 

@@ -35,6 +35,8 @@ DEFAULT_SWA_LOC_PATTERN = (
 )
 
 INTEGER_DTYPES = ("int32", "int64")
+# How a pool caches translations, for the runtime sanitizer (``auto``: observed).
+CACHE_MODELS = ("auto", "none", "memoising", "attribute")
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,20 @@ class Config:
     translate_methods: tuple[str, ...] = ("translate_loc_from_full_to_swa",)
     swa_loc_pattern: str = DEFAULT_SWA_LOC_PATTERN
     swa_loc_dtype: str = "int32"
+    # The runtime sanitizer's names (the linter ignores them): attributes a pool keeps
+    # translations in, how pools cache (``cache-model``), the dtypes SWA locations may
+    # have where they are consumed (empty: ``swa-loc-dtype``), whether a translation's
+    # own dtype is checked, and the methods that recognise graph runners, their input
+    # holders and the KV writes of a pool's SWA sub-pool.
+    cache_attributes: tuple[str, ...] = ("cached_loc",)
+    cache_model: str = "auto"
+    runtime_swa_loc_dtypes: tuple[str, ...] = ()
+    check_translate_dtype: bool = False
+    replay_methods: tuple[str, ...] = ("replay", "execute")
+    capture_methods: tuple[str, ...] = ("capture",)
+    capture_run_methods: tuple[str, ...] = ("run_once",)
+    populate_methods: tuple[str, ...] = ("populate_from_forward_batch", "fill_from")
+    kv_write_methods: tuple[str, ...] = ("set_kv_buffer", "set_key_buffer", "set_key_buffer_fused")
     # A Triton launch ``kernel[grid](..., mapping, ...)`` counts as a possible mapping write.
     kernel_launch_writes: bool = True
     select: tuple[str, ...] = ()
@@ -78,6 +94,16 @@ class Config:
             raise ConfigError(
                 f"swa-loc-dtype: expected one of {', '.join(INTEGER_DTYPES)}, "
                 f"got {self.swa_loc_dtype!r}"
+            )
+        for dtype in self.runtime_swa_loc_dtypes:
+            if dtype not in INTEGER_DTYPES:
+                raise ConfigError(
+                    f"runtime-swa-loc-dtypes: expected some of {', '.join(INTEGER_DTYPES)}, "
+                    f"got {dtype!r}"
+                )
+        if self.cache_model not in CACHE_MODELS:
+            raise ConfigError(
+                f"cache-model: expected one of {', '.join(CACHE_MODELS)}, got {self.cache_model!r}"
             )
 
     @property

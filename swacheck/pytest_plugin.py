@@ -3,9 +3,17 @@
 ``--swa-sanitize=fast|full`` sanitizes every test; ``@pytest.mark.swa_sanitize``
 (optionally ``level=``/``action=``) opts single tests in (or out, ``level="off"``); the
 ``swa_sanitizer`` fixture hands a test its sanitizer. Classes named in the ini option
-``swa_sanitize_classes = module:Class ...`` are watched on construction. A violation
-fails the test with its kind in the message; the session ends with one summary line
-(also under pytest-xdist, whose workers send their tallies to the controller).
+``swa_sanitize_classes = module:Class[=ROLE[/CACHE]] ...`` are watched on construction,
+by the role they are recognised by or the one given (``pool``, ``allocator``,
+``graph-runner``, ``input-buffers``, ``backend``, ``model-runner``; a pool's cache model
+after a slash: ``none``, ``memoising``, ``attribute``); runners, input buffers and
+backends are wrapped before their ``__init__`` runs, so a runner that captures its
+graphs there is checked. An instance that plays no role is left alone, and the session
+says so once per class. A violation fails the test with its kind, the invariant in
+words and where it happened in the engine's code (the sanitizer's own frames are left
+out of the traceback); the session ends with one summary line (also under
+pytest-xdist, whose workers send their tallies to the controller), and a warning when
+it sanitized tests but watched nothing.
 
 Tensor-parallel code is tested through the ``swa_sanitize_ranks`` fixture: it runs a
 function on N ranks under torchrun, each rank under its own sanitizer at the test's
@@ -19,7 +27,6 @@ only once a test is actually sanitized.
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import json
 from collections import Counter
@@ -42,6 +49,10 @@ INI_CLASSES = "swa_sanitize_classes"
 XDIST_KEY = "swacheck_sanitizer"
 LEVELS = ("off", "fast", "full")
 ACTIONS = ("raise", "log")
+# Roles and cache models (``swacheck.runtime.class_spec``, spelled here for the help text:
+# this module imports nothing heavy).
+ROLES = ("pool", "allocator", "backend", "graph-runner", "input-buffers", "model-runner")
+CACHE_MODELS = ("none", "memoising", "attribute")
 
 _SANITIZER = pytest.StashKey["Sanitizer"]()
 _RANK_REPORTS = pytest.StashKey["list[SanitizerReport]"]()
@@ -56,6 +67,8 @@ class SessionStats:
         self.checks = 0
         self.levels: Counter[str] = Counter()
         self.counts: Counter[str] = Counter()
+        self.watched: Counter[str] = Counter()
+        self.left_alone: Counter[str] = Counter()
         self.failed: list[str] = []
 
     def add_report(self, nodeid: str, report: Any, *rank_reports: Any) -> None:
@@ -65,6 +78,8 @@ class SessionStats:
         for r in (report, *rank_reports):
             self.checks += r.total_checks
             self.counts.update({k: n for k, n in r.counts.items() if n})
+            self.watched.update(r.watched)
+            self.left_alone.update(r.left_alone)
         if any(r.total_violations for r in (report, *rank_reports)):
             self.failed.append(nodeid)
 
@@ -75,6 +90,8 @@ class SessionStats:
                 "checks": self.checks,
                 "levels": dict(self.levels),
                 "counts": dict(self.counts),
+                "watched": dict(self.watched),
+                "left_alone": dict(self.left_alone),
                 "failed": self.failed,
             }
         )
@@ -85,16 +102,34 @@ class SessionStats:
         self.checks += data["checks"]
         self.levels.update(data["levels"])
         self.counts.update(data["counts"])
+        self.watched.update(data["watched"])
+        self.left_alone.update(data["left_alone"])
         self.failed += data["failed"]
 
-    def summary_line(self) -> str:
+    def summary_lines(self) -> list[str]:
+        """The summary line, then what the user should know about what was watched."""
         levels = "/".join(sorted(self.levels))
         found = ", ".join(f"{k}: {n}" for k, n in sorted(self.counts.items()))
         total = sum(self.counts.values())
-        return (
+        watched = ", ".join(f"{n} {role}" for role, n in sorted(self.watched.items()))
+        lines = [
             f"swa-sanitizer ({levels}): {self.tests} tests sanitized, {self.checks} checks, "
             f"{total} violations" + (f" ({found})" if found else "")
-        )
+        ]
+        if watched:
+            lines.append(f"swa-sanitizer: watched {watched}")
+        else:
+            lines.append(
+                "swa-sanitizer: WARNING: nothing was watched, so nothing was checked: name the "
+                f"engine's classes in the ini option {INI_CLASSES} (module:Class[=ROLE]) or "
+                f"watch objects through the {FIXTURE} fixture"
+            )
+        lines += [
+            f"swa-sanitizer: WARNING: left {n} instance(s) of {label} alone: it plays none of "
+            f"the roles; declare one in {INI_CLASSES} ({label}=ROLE, roles: {', '.join(ROLES)})"
+            for label, n in sorted(self.left_alone.items())
+        ]
+        return lines
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -116,7 +151,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini(INI_ACTION, "default --swa-sanitize-action (raise, log)", default="raise")
     parser.addini(
         INI_CLASSES,
-        "module:Class names whose instances the sanitizer watches from construction on",
+        "module:Class[=ROLE[/CACHE]] names whose instances the sanitizer watches from "
+        f"construction on (ROLE: {', '.join(ROLES)}; CACHE, for a pool: "
+        f"{', '.join(CACHE_MODELS)}; both recognised when left out)",
         type="args",
         default=[],
     )
@@ -137,6 +174,18 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"{INI_ACTION}: expected raise or log, got {action!r}")
     if level != "off" and not _torch_available():
         raise pytest.UsageError(f"{OPTION}={level} needs torch: pip install 'swacheck[runtime]'")
+    if level != "off":
+        _parse_class_specs(config)
+
+
+def _parse_class_specs(config: pytest.Config) -> list[Any]:
+    """The ini option's entries, parsed (a usage error naming a bad one)."""
+    from swacheck.runtime.class_spec import parse_class_spec
+
+    try:
+        return [parse_class_spec(spec) for spec in config.getini(INI_CLASSES)]
+    except ValueError as exc:
+        raise pytest.UsageError(f"{INI_CLASSES}: {exc}") from None
 
 
 def _torch_available() -> bool:
@@ -172,16 +221,14 @@ def _settings(item: pytest.Item) -> tuple[str, str] | None:
     return level, action
 
 
-def _import_class(spec: str) -> type:
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise pytest.UsageError(f"{INI_CLASSES}: expected module:Class, got {spec!r}")
-    obj: Any = importlib.import_module(module_name)
-    for part in attr.split("."):
-        obj = getattr(obj, part)
-    if not isinstance(obj, type):
-        raise pytest.UsageError(f"{INI_CLASSES}: {spec} is not a class")
-    return obj
+def _watch_classes(item: pytest.Item, san: Sanitizer) -> None:
+    """Watch the classes the ini option names (a usage error naming a bad entry)."""
+    for parsed in _parse_class_specs(item.config):
+        try:
+            cls = parsed.load()
+        except (ValueError, ImportError, AttributeError) as exc:
+            raise pytest.UsageError(f"{INI_CLASSES}: {exc}") from None
+        san.watch_class(cls, parsed.role, cache=parsed.cache)
 
 
 def _start(item: pytest.Item, level: str, action: str) -> Sanitizer:
@@ -193,8 +240,7 @@ def _start(item: pytest.Item, level: str, action: str) -> Sanitizer:
     config = resolve_config(None, [item.config.rootpath])
     san = Sanitizer(level=level, action=action, config=config)
     try:
-        for spec in item.config.getini(INI_CLASSES):
-            san.watch_class(_import_class(spec))
+        _watch_classes(item, san)
     except BaseException:
         san.close()
         raise
@@ -268,12 +314,8 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     try:
         result = yield
         if san is not None:
-            san.check_deferred()
-            if san.action == "raise" and san.unraised:
-                from swacheck.runtime import ERROR_BY_KIND
-
-                first = san.unraised[0]
-                raise ERROR_BY_KIND[first.kind](first)
+            __tracebackhide__ = True  # the violation names its place; this hook is noise
+            san.check_deferred()  # raises what was found on the device or deferred
         return result
     finally:
         if san is not None and sum(san.counts.values()):
@@ -311,4 +353,5 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     stats = terminalreporter.config.stash[_STATS]
     if stats.tests:
-        terminalreporter.write_line(stats.summary_line())
+        for line in stats.summary_lines():
+            terminalreporter.write_line(line, yellow=line.startswith("swa-sanitizer: WARNING"))

@@ -181,10 +181,19 @@ def test_invalidation_is_watched_only_while_an_entry_is_live(toy: SimpleNamespac
     assert "invalidate_loc_cache" not in vars(pool)
 
 
-def test_translation_dtype(toy: SimpleNamespace) -> None:
+def test_translation_dtype_only_where_configured(toy: SimpleNamespace) -> None:
+    """A translation's own dtype is not a consumer: engines that translate to int64 and
+    cast where the index is used are correct, so it is checked only on request."""
+    from swacheck.config import Config
+
     pool, locs = mapped_pool(toy, bug="swa-loc-int64")
     with Sanitizer(level="fast") as san:
         san.watch(pool)
+        assert pool.translate_loc_from_full_to_swa(locs).dtype == torch.int64
+        assert san.report().ok
+    with Sanitizer(level="fast", config=Config(check_translate_dtype=True)) as san:
+        san.watch(pool)
+        pool.invalidate_loc_cache()
         with pytest.raises(SWALocDtypeError, match=r"torch\.int64, expected torch\.int32"):
             pool.translate_loc_from_full_to_swa(locs)
 

@@ -77,12 +77,18 @@ def test_foreign_class_caught_by_fast(foreign: pytest.Pytester) -> None:
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*StaleTranslationError: [[]swa-sanitizer[]] stale-translation (I2)*another view*",
+            "*StaleTranslationError: [[]swa-sanitizer[]] stale-translation "
+            "(I2: a cached translation*)*another view*",
             "*swa-sanitizer (fast): 2 tests sanitized, * checks, 1 violations "
             "(stale-translation: 1)",
         ]
     )
-    assert "test_foreign.py:9" in result.stdout.str()  # the call site of the stale hit
+    output = result.stdout.str()
+    assert "test_foreign.py:9" in output  # the call site of the stale hit
+    # The sanitizer's own frames are left out of the traceback: no generated wrapper
+    # (pytest's "???"), no record() source.
+    assert "<wrapper of" not in output and "???" not in output
+    assert "def record(" not in output and "runtime/checks.py" not in output
 
 
 def test_not_sanitized_without_the_option(foreign: pytest.Pytester) -> None:
@@ -188,7 +194,8 @@ def test_fixture_watches_objects_and_fails_on_deferred_violations(
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*PaddingNotZeroedError*padding-not-zeroed (I4)*Runner.out_cache_loc_swa*",
+            "*PaddingNotZeroedError*padding-not-zeroed (I4: *sentinel slot 0)*"
+            "Runner.out_cache_loc_swa*",
             "*Captured swa-sanitizer call*",
             "*swa-sanitizer (fast): 1 tests sanitized*1 violations (padding-not-zeroed: 1)",
         ]
@@ -232,3 +239,114 @@ def test_plugin_module_imports_nothing_heavy() -> None:
         """
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+RUNNER_ENGINE = """
+import torch
+
+
+class Runner:
+    \"\"\"Captures its graphs in __init__, as SGLang's runners do; plays no role by its
+    method names (step/warm), so it is declared in the ini option.\"\"\"
+
+    def __init__(self):
+        self.out_cache_loc_swa = torch.zeros(4, dtype=torch.int64)
+        self.warm()
+
+    def warm(self):
+        pass
+
+    def step(self):
+        pass
+
+
+class Scheduler:
+    def __init__(self):
+        self.steps = 0
+"""
+
+RUNNER_TEST = """
+from runner_engine import Runner, Scheduler
+
+
+def test_runner():
+    Runner()
+
+
+def test_scheduler():
+    assert Scheduler().steps == 0
+"""
+
+
+@pytest.fixture
+def declared(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(runner_engine=RUNNER_ENGINE, test_runner=RUNNER_TEST)
+    pytester.syspathinsert()
+    return pytester
+
+
+def test_roles_declared_in_the_ini_option(declared: pytest.Pytester) -> None:
+    """``module:Class=ROLE``: wrapped before ``__init__``, so what it does there (here: a
+    capture, ``warm``, leaving an int64 SWA buffer) is checked; an undeclared class that
+    plays no role is left alone (its constructor untouched) and the session says so once."""
+    declared.makeini(
+        """
+        [pytest]
+        swa_sanitize_classes =
+            runner_engine:Runner=graph-runner
+            runner_engine:Scheduler
+        """
+    )
+    declared.makepyprojecttoml(
+        """
+        [tool.swacheck]
+        replay-methods = ["step"]
+        capture-methods = ["warm"]
+        """
+    )
+    result = declared.runpytest_subprocess("--swa-sanitize=fast")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*SWALocDtypeError*swa-loc-dtype (I3: *)*Runner.out_cache_loc_swa (after capture)*",
+            "*swa-sanitizer: watched 1 graph-runner",
+            "*swa-sanitizer: WARNING: left 1 instance(s) of runner_engine.Scheduler alone*",
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "complaint"),
+    [
+        ("runner_engine:Runner=runner", "unknown role 'runner'"),
+        ("runner_engine:Runner=graph-runner/none", "a cache model follows the role pool"),
+        ("runner_engine", "expected module:Class"),
+    ],
+)
+def test_bad_class_spec_is_a_usage_error(
+    declared: pytest.Pytester, spec: str, complaint: str
+) -> None:
+    declared.makeini(f"[pytest]\nswa_sanitize_classes = {spec}\n")
+    result = declared.runpytest_subprocess("--swa-sanitize=fast")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*swa_sanitize_classes*{complaint}*"])
+
+
+def test_roles_spelled_for_the_help_text_are_the_runtime_ones() -> None:
+    from swacheck import pytest_plugin
+    from swacheck.runtime import class_spec
+
+    assert pytest_plugin.ROLES == class_spec.ROLES
+    assert pytest_plugin.CACHE_MODELS == class_spec.CACHE_MODELS
+
+
+def test_nothing_watched_is_said(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_plain="def test_plain():\n    assert True\n")
+    result = pytester.runpytest_subprocess("--swa-sanitize=fast")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*swa-sanitizer (fast): 1 tests sanitized, 0 checks, 0 violations",
+            "*swa-sanitizer: WARNING: nothing was watched, so nothing was checked*",
+        ]
+    )
