@@ -12,8 +12,8 @@ dictionary only when a report is made: the hot path never touches a ``Counter``.
 
 from __future__ import annotations
 
+import gc
 import logging
-import random
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -28,6 +28,7 @@ from .consequence import KVWriteCheck, SnapshotPool
 from .deferred import DeferredFlags, FlagSource, is_capturing
 from .locations import LocationNames, Span, batch_argument, span
 from .model import Scope, ScopeKind
+from .sampling import Sampler
 from .wrapping import Patcher
 
 # Left out of a violation's pytest traceback (``violations.hide_from_traceback``).
@@ -124,18 +125,19 @@ class Checks:
         # checks that only a live entry can fail (I1 at allocator exits, I5/I6 at scope
         # starts, I7 at scope ends) are skipped, the checks still counted.
         self.live_pools = 0
-        # ``fast``: forwards until the sampled checks check one call each again, at random
-        # strides from a fixed seed.
-        self.rng = random.Random(0)
-        self._until_sample = self._sample_stride()
+        # ``fast``: the forwards after which the sampled checks check one call each again.
+        self.contract_sampler = Sampler(SAMPLE_EVERY)
         self.mutator_depth = 0
-        # Graph runners' ``capture`` calls in progress.
+        # Graph runners' ``capture`` calls in progress, and whether the cyclic garbage
+        # collector ran before the outermost one (``enter_capture``).
         self.capture_depth = 0
+        self._gc_was_enabled = True
         # Graph runners' static location buffers: the batch's locations whenever they are used
         # (held, so that their spans stay theirs).
         self.static_batch_locs: list[torch.Tensor] = []
         self.static_batch_spans: tuple[Span, ...] = ()
         self._kv_check: KVWriteCheck | None = None
+        self._kv_turn = -1  # which SWA K/V buffer the consequence check reads (rotating)
         self._dtype_flagged: WeakIdKeyDictionary = WeakIdKeyDictionary()
         self.closed = False
 
@@ -290,19 +292,36 @@ class Checks:
             self.close_scope(False)
             raise
         if self.full and not is_capturing() and batch is not None:
-            self._kv_check = KVWriteCheck.begin(self.pools, self.names.batch_locs(batch))
+            self._kv_turn += 1
+            self._kv_check = KVWriteCheck.begin(
+                self.pools, self.names.batch_locs(batch), self._kv_turn
+            )
 
     @property
     def in_capture(self) -> bool:
         return self.capture_depth > 0
 
     def enter_capture(self) -> None:
-        """A graph runner's ``capture`` begins: metadata built outside its runs is no forward."""
+        """A graph runner's ``capture`` begins: metadata built outside its runs is no forward.
+
+        Python's cyclic garbage collector is paused until the capture ends. A collection
+        inside a CUDA-graph capture frees whatever old cyclic garbage holds (tensors,
+        graphs and their memory pools, allocated outside the capture), and freeing those
+        while the stream captures invalidates the capture. torch runs ``gc.collect()``
+        before a capture only when ``torch.compiler.config.force_cudagraph_gc`` is set, and
+        the sanitizer's own bookkeeping during capture allocates enough Python objects to
+        bring a collection on: so whether a capture broke would depend on what garbage
+        earlier code left. The garbage is collected after the capture instead."""
         self.end_implicit()
+        if not self.capture_depth:
+            self._gc_was_enabled = gc.isenabled()
+            gc.disable()
         self.capture_depth += 1
 
     def leave_capture(self) -> None:
         self.capture_depth -= 1
+        if not self.capture_depth and self._gc_was_enabled:
+            gc.enable()
 
     def begin_capture_run(self) -> None:
         if self.scope.active and self.scope.depth > 0:
@@ -323,18 +342,12 @@ class Checks:
         if self.scope.active and self.scope.depth == 0:
             self.close_scope(True)
 
-    def _sample_stride(self) -> int:
-        return self.rng.randint(1, 2 * SAMPLE_EVERY - 1)
-
     def close_scope(self, ok: bool) -> None:
         """The outermost exit of a scope: its end checks (when ``ok``: no exception is
         propagating), then back to the idle scope."""
-        if not self.full and not self.closed:
-            self._until_sample -= 1
-            if not self._until_sample:
-                self._until_sample = self._sample_stride()
-                for sampled in self.sampled:
-                    sampled.step_in()
+        if not self.full and not self.closed and self.contract_sampler.due():
+            for sampled in self.sampled:
+                sampled.step_in()
         kv_check, self._kv_check = self._kv_check, None
         try:
             if ok:

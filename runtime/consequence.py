@@ -8,6 +8,17 @@ set is another request's KV being overwritten.
 
 Only extra writes are violations: a real slot rewritten with identical bytes (same
 token at the same position after a slot was recycled) would look unwritten.
+
+A forward writes the same slots in every SWA layer (one location tensor serves them
+all), so a few buffers show where it wrote. Each forward snapshots two buffers per pool:
+the last one (the deepest layer's V, in SGLang's and the reference pool's order) and the
+next one in turn. The last is there because a padded token recomputes a stale token at
+its old position: its first layer's K and V come out byte for byte as the live token's
+were (same embedding, same rotary position), while the deeper layers, which attend over
+another context, do not. The rotating one catches a write that goes astray in one layer
+only, within one round of the buffers (twice the SWA layers, in forwards).
+Snapshotting every layer would read the whole SWA pool twice a forward: on a model of
+realistic size (16 SWA layers, 100 k slots) that is 6.7 GB, longer than the forward.
 """
 
 from __future__ import annotations
@@ -81,7 +92,7 @@ def _changed_slots(now: torch.Tensor, then: torch.Tensor) -> torch.Tensor:
 @dataclass
 class _PoolSnapshot:
     label: str
-    buffers: Sequence[torch.Tensor]
+    buffers: list[torch.Tensor]
     before: list[torch.Tensor]
     allowed: torch.Tensor  # per slot: one of the batch's real slots, or the sentinel
 
@@ -96,15 +107,21 @@ class KVWriteCheck:
         self.parts = parts
 
     @classmethod
-    def begin(cls, pools: Sequence[SnapshotPool], locs: list[torch.Tensor]) -> KVWriteCheck | None:
-        """Snapshot ``pools`` before a forward writing the batch locations ``locs``."""
+    def begin(
+        cls, pools: Sequence[SnapshotPool], locs: list[torch.Tensor], turn: int
+    ) -> KVWriteCheck | None:
+        """Snapshot ``pools`` before a forward writing the batch locations ``locs``: the
+        last of each pool's SWA K/V buffers and the ``turn``-th (see the module docstring)."""
         if not locs:
             return None
         parts = []
         for pool in pools:
-            buffers = pool.kv_buffers() if pool.kv_buffers else find_swa_kv_buffers(pool.pool)
-            if not buffers:
+            found = pool.kv_buffers() if pool.kv_buffers else find_swa_kv_buffers(pool.pool)
+            if not found:
                 continue
+            buffers = [found[-1]]
+            if turn % len(found) != len(found) - 1:
+                buffers.append(found[turn % len(found)])
             rows = max(b.shape[0] for b in buffers)
             real = pool.mapping()[locs[0].reshape(-1).long()]
             allowed = torch.zeros(rows, dtype=torch.bool, device=real.device)

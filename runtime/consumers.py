@@ -67,7 +67,10 @@ def pool_write_check(checks: Checks, original: Callable[..., Any], what: str) ->
             else:
                 continue
             if isinstance(value, torch.Tensor):
-                checks.check_dtype(value, f"{what}({name}=...)")
+                # ``checks.check_dtype``, inlined: the message is built only on a failure.
+                checks.dtype_checks += 1
+                if value.dtype not in checks.swa_dtypes:
+                    checks.flag_dtype(value, f"{what}({name}=...)")
         for index, name in holders:
             if name in kwargs:
                 value = kwargs[name]

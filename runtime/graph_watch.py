@@ -25,6 +25,15 @@ padded tail as a view, and how the tails reach the device flags), valid while th
 buffers stay bound at the same address and size; a populate then costs a few
 comparisons and one device op, a ``torch.cat`` of every buffer's tail into a slot of the
 flags' staging ring.
+
+In ``fast`` that device op is sampled (``sampling.py``): a tail populate does not reset
+stays stale on every later padded step, so the tails of the first padded populate of
+each shape are staged, then those of one padded populate in ``PADDING_SAMPLE_EVERY`` on
+average, never more than ``2 * PADDING_SAMPLE_EVERY - 1`` apart. The flags are read at
+every ``deferred.POLL_EVERY``-th end of a forward (a copy started at one read lands by
+the next) and at the end of a test. So a padding bug is reported within 15 padded replays
+of its first stale tail plus 64 forwards, and by the end of the test that saw it at the
+latest. ``full`` compares every padded populate's tails on the host.
 """
 
 from __future__ import annotations
@@ -40,6 +49,7 @@ from .checks import Checks
 from .deferred import DeviceFlags, Layout, is_capturing, segment_size, staged_form
 from .locations import AttributeScan, batch_argument, parameters, unchanged
 from .roles import first_present
+from .sampling import Sampler
 
 # Left out of a violation's pytest traceback (``violations.hide_from_traceback``).
 __tracebackhide__ = V.hide_from_traceback
@@ -59,6 +69,8 @@ LOCATION_WORD = "loc"
 # Padded-tail views kept for reuse in padding plans (a few per bucket); the plans start
 # over when they hold this many.
 MAX_TAIL_VIEWS = 256
+# ``fast``: padded populates per staging of their tails, on average (module docstring).
+PADDING_SAMPLE_EVERY = 8
 
 
 def install_graph_runner(checks: Checks, runner: object) -> GraphRunnerWatch:
@@ -153,6 +165,7 @@ class GraphRunnerWatch:
         # Padding plans per populate owner by (raw, padded), and how many tails they hold.
         self._plans: dict[int, dict[tuple[int, int], PaddingPlan]] = {}
         self._planned_tails = 0
+        self.padding_sampler = Sampler(PADDING_SAMPLE_EVERY)
 
     def discover(self) -> None:
         """Wrap what the runner holds now and was not wrapped yet: its input buffers (the
@@ -246,6 +259,7 @@ class GraphRunnerWatch:
             self._plans[id(owner)] = plans
             cat = torch.cat
             fast = not checks.full
+            sampler = self.padding_sampler
             self._rescan(owner)
             when = f"after {name}"
 
@@ -266,8 +280,10 @@ class GraphRunnerWatch:
                     raw = self._raw_from_batch(args, kwargs)
                 if raw is None or padded is None or padded <= raw:
                     return result
-                found = location_scan.found
                 plan = plans.get((raw, padded))
+                if fast and plan is not None and not sampler.due():
+                    return result  # a shape seen before, not sampled this time
+                found = location_scan.found
                 if plan is None or plan.found is not found or not plan.holds():
                     plan = plans[(raw, padded)] = self._plan(owner, found, raw, padded)
                 checks.padding_checks += len(plan.tails)
