@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Issue 18 on one CUDA device: every file with GPU tests run alone three times, the whole
+# reference_impl + runtime suite under xdist three times, and the capture regression test
+# with the collector pause removed (it must fail then). Logs go to $OUT.
+set -o pipefail
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
+for run in 1 2 3; do
+  for file in tests/runtime/test_gpu.py tests/reference_impl/test_bug_switches.py tests/reference_impl/test_serving.py; do
+    echo "alone $run $file: $(timeout 240 python3 -m pytest $file -q -p no:cacheprovider 2>&1 | tee -a $OUT/alone.log | tail -1)"
+  done
+done
+for run in 1 2 3; do
+  echo "suite $run: $(timeout 300 python3 -m pytest tests/reference_impl tests/runtime -q -n 8 -p no:cacheprovider 2>&1 | tee -a $OUT/suite.log | tail -1)"
+done
+timeout 60 python3 -m pytest tests/reference_impl tests/runtime -q -m gpu -p no:cacheprovider --co 2>&1 | tail -1
+echo "== control: the collector pause removed"
+cp runtime/checks.py /tmp/checks.py.bak
+sed -i 's/^            gc.disable()$/            pass/' runtime/checks.py
+grep -c "gc.disable()" runtime/checks.py
+for run in 1 2 3; do
+  echo "control $run: $(timeout 120 python3 -m pytest tests/runtime/test_gpu.py -q -p no:cacheprovider -k survives 2>&1 | tee -a $OUT/control.log | tail -1)"
+done
+cp /tmp/checks.py.bak runtime/checks.py
