@@ -5,15 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from swacheck.finding import Finding
-
-DOCS_BASE = "https://github.com/swacheck/swacheck/blob/main/docs/rules"
-
-
-def rule_url(code: str) -> str:
-    return f"{DOCS_BASE}/{code}.md"
-
-
-from swacheck.report import github, json_format, sarif, text  # noqa: E402
+from swacheck.report import github, json_format, sarif, text
 
 Renderer = Callable[[Sequence[Finding]], str]
 

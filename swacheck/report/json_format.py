@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from swacheck.finding import Finding, Fix, Position
+from swacheck.report.urls import rule_url
 
 
 def _location(position: Position) -> dict[str, int]:
@@ -31,8 +32,6 @@ def _fix(fix: Fix | None) -> dict[str, Any] | None:
 
 
 def as_dict(finding: Finding) -> dict[str, Any]:
-    from swacheck.report import rule_url
-
     return {
         "code": finding.code,
         "message": finding.message,

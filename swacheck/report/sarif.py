@@ -9,12 +9,12 @@ from typing import Any
 
 from swacheck import __version__
 from swacheck.finding import PARSE_ERROR_CODE, Finding
+from swacheck.report.urls import rule_url
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
 def _rules() -> list[dict[str, Any]]:
-    from swacheck.report import rule_url
     from swacheck.rules import all_rules
 
     described = [
