@@ -15,8 +15,10 @@ from pathlib import Path
 from swacheck import __version__
 from swacheck.catalogue import RuleSpec, catalogue
 from swacheck.config import ConfigError, resolve_config
-from swacheck.engine.audit import AuditOptions, AuditResult, audit_paths, result_cache
-from swacheck.engine.selection import select_rules
+from swacheck.engine.cache import result_cache
+from swacheck.engine.result import AuditResult
+from swacheck.engine.selection import select
+from swacheck.engine.workspace import Workspace
 from swacheck.report import FORMATS
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -83,18 +85,20 @@ def _audit(args: argparse.Namespace) -> int:
         raise ConfigError("--jobs must be 0 (one per core) or a positive number")
     config = resolve_config(args.config, args.paths)
     specs = catalogue(config, None if args.no_cache else result_cache(config))
-    rules = select_rules(specs, config, args.select, args.ignore)
-    options = AuditOptions(
-        rules=rules,
-        config=config,
-        prefilter=not args.no_prefilter,
-        jobs=args.jobs or os.cpu_count() or 1,
-        fix=args.fix and not args.diff,
-        unsafe_fixes=args.unsafe_fixes,
-        diff=args.diff,
+    selection = select(specs, config, args.select, args.ignore)
+    workspace = Workspace.for_paths(
+        args.paths,
+        config,
+        selection.rules,
+        engine_codes=selection.engine_codes,
+        known_codes=[spec.code for spec in specs],
         cache=not args.no_cache,
+        jobs=args.jobs or os.cpu_count() or 1,
+        prefilter=not args.no_prefilter,
     )
-    result = audit_paths(args.paths, options)
+    result = workspace.audit(
+        args.paths, fix=args.fix and not args.diff, unsafe_fixes=args.unsafe_fixes, diff=args.diff
+    )
     if args.diff:
         sys.stdout.write("".join(result.diffs))
     else:
@@ -103,6 +107,8 @@ def _audit(args: argparse.Namespace) -> int:
         _print_statistics(result, specs)
     if args.fix and result.fixes_applied:
         print(f"Fixed {result.fixes_applied} finding(s).", file=sys.stderr)
+    for warning in result.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     for error in result.errors:
         print(f"error: {error}", file=sys.stderr)
     if any("internal error" in e for e in result.errors):

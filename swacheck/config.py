@@ -47,12 +47,18 @@ class Config:
     # A Triton launch ``kernel[grid](..., mapping, ...)`` counts as a possible mapping write.
     kernel_launch_writes: bool = True
     select: tuple[str, ...] = ()
+    extend_select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     extend_exclude: tuple[str, ...] = ()
     per_file_ignores: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     respect_gitignore: bool = True
     cache_dir: str = ".swacheck_cache"
+    # Per-file bounds (0: none). A file beyond either is answered with SWA999, so one
+    # generated file cannot stall a hook or a CI job: the bytes libcst would parse
+    # (after irrelevant definitions are set aside), and the seconds its analysis may take.
+    max_file_size: int = 1_000_000
+    max_file_time: float = 20.0
     # Where the configuration was read from (``None``: defaults only).
     source: Path | None = None
 
@@ -74,6 +80,12 @@ class Config:
                 PurePosixPath("x.py").match(glob)
             except (ValueError, re.error) as exc:
                 raise ConfigError(f"per-file-ignores: invalid glob {glob!r}: {exc}") from None
+        for key, limit in (
+            ("max-file-size", self.max_file_size),
+            ("max-file-time", self.max_file_time),
+        ):
+            if limit < 0:
+                raise ConfigError(f"{key}: expected 0 (no limit) or a positive number, got {limit}")
         if self.swa_loc_dtype not in INTEGER_DTYPES:
             raise ConfigError(
                 f"swa-loc-dtype: expected one of {', '.join(INTEGER_DTYPES)}, "
@@ -134,6 +146,12 @@ def config_from_table(table: Mapping[str, Any], source: Path | None = None) -> C
         elif isinstance(default, str):
             if not isinstance(value, str):
                 raise ConfigError(f"{key}: expected a string, got {value!r}")
+            values[name] = value
+        elif isinstance(default, int | float):
+            kind = int if isinstance(default, int) else (int, float)
+            if isinstance(value, bool) or not isinstance(value, kind):
+                what = "an integer" if kind is int else "a number"
+                raise ConfigError(f"{key}: expected {what}, got {value!r}")
             values[name] = value
     return Config(source=source, **values)
 

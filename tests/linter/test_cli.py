@@ -215,9 +215,12 @@ class TestDiscovery:
         (tree / "loop").symlink_to(tree, target_is_directory=True)
         swacheck_at(tree)("audit", ".", check_rc=0)
 
-    def test_missing_path_is_reported(self, swacheck) -> None:
-        proc = swacheck("audit", "nope.py", check_rc=0)
-        assert "nope.py: no such file or directory" in proc.stderr
+    def test_missing_path_is_a_finding(self, swacheck) -> None:
+        """A typo'd path fails the run, as ruff's E902 does."""
+        proc = swacheck("audit", "nope.py", check_rc=1)
+        assert proc.stdout.startswith("nope.py:1:1: SWA999 File could not be read (No such file")
+        listed = swacheck("audit", "nope.py", "--output-format", "json", check_rc=1).stdout
+        assert [f["code"] for f in json.loads(listed)] == ["SWA999"]
 
 
 class TestFix:
@@ -327,8 +330,9 @@ class TestCache:
             write(tmp_path / f"m{i:02}.py", INT64_SWA)
         cold = swacheck("audit", "--jobs", "2", "--output-format", "json", check_rc=1).stdout
         entries = [p for p in (tmp_path / ".swacheck_cache").rglob("*") if p.is_file()]
-        # Facts and findings per file, the rule catalogue and the run's record.
-        assert len([p for p in entries if p.name != ".gitignore"]) == 2 * 30 + 2
+        # Findings per file; the rule catalogue, the inventory, the facts of all files
+        # (one entry) and the run's record.
+        assert len([p for p in entries if p.name != ".gitignore"]) == 30 + 4
         warm = swacheck("audit", "--jobs", "2", "--output-format", "json", check_rc=1).stdout
         assert warm == cold
         # A new file misses the run record: every other file's entries are hits.

@@ -1,0 +1,794 @@
+"""The engine's entry point: audit files and in-memory documents in their project's context.
+
+A :class:`Workspace` is one project (root, configuration, rule set) kept warm across
+audits: the command line makes one per call, an editor's language server one per
+workspace folder. Each :meth:`Workspace.audit` reports findings for the files and
+documents it is given only, but rule activation, the class index and method summaries
+come from every file of the project (:mod:`swacheck.engine.project`), so a pre-commit
+call on two changed files finds what an audit of the whole tree finds in them.
+
+Cheap stages first; each can end the audit without parsing anything:
+
+1. discovery and a stat of every project file; only files whose stat signature changed
+   since the last scan (the :class:`~swacheck.engine.project.Inventory`) are read;
+2. the *run cache*: the findings of an earlier audit of exactly these files, with the
+   project in exactly this state;
+3. the scope check (``RuleSpec.activation``) and the prefilter (``RuleSpec.triggers``),
+   both remembered per file version: only files some enabled rule could fire in count.
+
+Then, only if some file asked about can hold a finding, the facts of every candidate
+file of the project (from memory, the cache, or the first pass) and the rules over the
+files asked about (:mod:`swacheck.engine.passes`, which imports libcst). A warm call,
+or a call on files no rule can fire in, never imports libcst or the rules.
+
+Persistence (``cache-dir``): the inventory and the facts of the whole project are one
+entry each; facts computed since the facts entry was written are kept beside it per
+file until enough of them pile up to rewrite it; findings per file, keyed by its bytes
+and a digest of the whole project index; the run records.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import time
+import tokenize
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from swacheck.catalogue import RuleSpec, spec_of
+from swacheck.config import Config
+from swacheck.discovery import Discovery, DiscoveryProblem, below
+from swacheck.engine.cache import ResultCache, facts_digest, project_digest, result_cache
+from swacheck.engine.codes import ENGINE_CODES
+from swacheck.engine.fixer import fixable, write_atomic
+from swacheck.engine.noqa import suppressions, unused
+from swacheck.engine.prefilter import Prefilter
+from swacheck.engine.project import (
+    FileState,
+    Inventory,
+    digest_of,
+    find_root,
+    signature,
+)
+from swacheck.engine.result import AuditResult
+from swacheck.engine.selection import ignored_for_path, is_ignored
+from swacheck.engine.sources import Source, display_path, relative_to_root
+from swacheck.finding import PARSE_ERROR_CODE, UNUSED_NOQA_CODE, Finding, Position
+
+if TYPE_CHECKING:
+    from swacheck.analysis.index import ModuleFacts, ProjectIndex
+    from swacheck.engine.checker import CheckOutcome
+    from swacheck.engine.passes import Passes
+    from swacheck.rule import Rule
+
+DEFAULT_ENGINE_CODES = frozenset(c.code for c in ENGINE_CODES if c.default)
+_NOQA_WORD = re.compile(rb"noqa", re.IGNORECASE)
+# Facts computed since the project's facts entry was written are stored per file until
+# there are more than this many (or this share of the candidates); then it is rewritten.
+_OVERLAY_FILES = 16
+_OVERLAY_SHARE = 0.05
+
+
+@dataclass(frozen=True)
+class _FactsRecord:
+    """One file's first-pass result: for which bytes and rule profile, and its digest."""
+
+    digest: str
+    profile: str
+    facts: Any  # ModuleFacts, or the SWA999 finding of a file that does not parse
+    facts_digest: str
+
+
+@dataclass(frozen=True)
+class _RunRecord:
+    """What the run cache keeps of an audit: everything of its result that files decide."""
+
+    findings: tuple[Finding, ...]
+    files_parsed: int
+    inactive: tuple[tuple[str, str], ...]
+
+
+@dataclass
+class _File:
+    """One file of this audit: where it is, what is known of its bytes, and its role."""
+
+    key: str
+    # Its path (a string: a project walk makes thousands, and Path objects cost).
+    location: str
+    state: FileState | None = None
+    data: bytes | None = None
+    # Findings are asked for it (given, found under a given folder, or a document).
+    report: bool = False
+    document: bool = False
+    display: str = ""
+    # Why it could not be read, if it could not.
+    problem: str = ""
+
+    @property
+    def path(self) -> Path:
+        return Path(self.location)
+
+
+def _as_shown(key: str) -> str:
+    return key.replace("/", os.sep)
+
+
+def _same(stored: _FactsRecord | None, record: _FactsRecord) -> bool:
+    return (
+        stored is not None
+        and stored.digest == record.digest
+        and stored.profile == record.profile
+        and stored.facts_digest == record.facts_digest
+    )
+
+
+def _document_bytes(text: str | bytes) -> bytes:
+    """A document's bytes: text is encoded as its coding declaration says (UTF-8 if none)."""
+    if isinstance(text, bytes):
+        return text
+    data = text.encode("utf-8", "surrogateescape")
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        return text.encode("utf-8" if encoding == "utf-8-sig" else encoding)
+    except (SyntaxError, LookupError, UnicodeEncodeError):
+        return data
+
+
+class Workspace:
+    """One project kept warm across audits (see the module docstring).
+
+    ``rules``: rule specs (:func:`swacheck.catalogue.catalogue`) or rule classes;
+    ``engine_codes``: the engine's codes to report (``SWA999`` by default; ``SWA100``
+    when unused ``# noqa`` comments are wanted); ``known_codes``: every code that exists
+    (to tell an unknown code in a ``# noqa`` from a deselected one).
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        rules: Sequence[RuleSpec | type[Rule]],
+        *,
+        root: Path | None = None,
+        engine_codes: frozenset[str] = DEFAULT_ENGINE_CODES,
+        known_codes: Iterable[str] | None = None,
+        cache: bool = True,
+        cache_dir: Path | None = None,
+        jobs: int = 1,
+        prefilter: bool = True,
+    ) -> None:
+        self.config = config
+        self.root = root.resolve() if root is not None else None
+        self.specs = [spec_of(rule, config) for rule in rules]
+        self.engine_codes = engine_codes
+        codes = [spec.code for spec in self.specs]
+        self.known_codes = frozenset(known_codes or codes) | {c.code for c in ENGINE_CODES}
+        self.jobs = jobs
+        self.prefilter = prefilter
+        self._cwd = os.getcwd()
+        self._cache: ResultCache | None = None
+        if cache:
+            salted = [*codes, *sorted(engine_codes)]
+            self._cache = result_cache(config, cache_dir).for_rules(salted)
+        self._relevance = Prefilter(self.specs)
+        self._activations = [
+            (spec.code, [literal.encode() for literal in spec.activation[0]], spec.activation[1])
+            for spec in self.specs
+            if spec.activation is not None
+        ]
+        # Where the persistent entries of this project live (root-relative keys, or
+        # keys relative to the working directory when there is no root).
+        self._scope = str(self.root) if self.root is not None else f"cwd={self._cwd}"
+        self._inventory: Inventory | None = None
+        # The project's files by key, from the last walk (``None``: walk on next audit).
+        self._project: dict[str, str] | None = None
+        self._stale_paths: set[Path] = set()
+        self._walk_problems: list[DiscoveryProblem] = []
+        self._facts: dict[str, _FactsRecord] = {}
+        self._stored: dict[str, _FactsRecord] | None = None
+        self._index: tuple[str, ProjectIndex] | None = None
+        self._outcomes: dict[str, CheckOutcome] = {}
+
+    @classmethod
+    def for_paths(
+        cls,
+        paths: Sequence[Path],
+        config: Config,
+        rules: Sequence[RuleSpec | type[Rule]],
+        **kw: Any,
+    ) -> Workspace:
+        """The workspace of the project the first of ``paths`` lies in (the working
+        directory's when none is given)."""
+        start = paths[0] if paths else Path(".")
+        return cls(config, rules, root=find_root(start), **kw)
+
+    # -- incremental updates -----------------------------------------------------------
+
+    def files_changed(self, paths: Iterable[Path] | None = None) -> None:
+        """Tell a warm workspace that files changed on disk (created, edited, deleted).
+
+        With ``rescan=False`` audits re-stat only these (and walk the project again if
+        one of them is new or gone); ``None``: walk and stat everything next time.
+        """
+        if paths is None:
+            self._project = None
+        else:
+            self._stale_paths.update(Path(p) for p in paths)
+
+    # -- the audit ---------------------------------------------------------------------
+
+    def audit(
+        self,
+        paths: Sequence[Path] = (),
+        documents: Mapping[Path, str | bytes] | None = None,
+        *,
+        fix: bool = False,
+        unsafe_fixes: bool = False,
+        diff: bool = False,
+        force_exclude: bool = False,
+        rescan: bool = True,
+    ) -> AuditResult:
+        """Findings for ``paths`` (files, and Python files under folders) and
+        ``documents`` (path -> current text, overriding the file on disk), in the
+        context of the whole project.
+
+        ``fix``: apply fixes, writing files and returning documents' fixed bytes in
+        ``AuditResult.fixed_documents``; ``diff``: compute the fixes as diffs and write
+        nothing; ``force_exclude``: apply ``exclude`` and ``.gitignore`` to paths given
+        explicitly too; ``rescan=False``: trust the last scan of the disk except for
+        paths named in :meth:`files_changed` since.
+        """
+        result = AuditResult()
+        scan_ns = time.time_ns()
+        inventory = self._load_inventory()
+        report = self._report_files(paths, documents or {}, force_exclude, result)
+        context = self._context_files(paths, documents or {}, report, rescan)
+        files: dict[str, _File] = dict(context)
+        files.update(report)
+        for item in files.values():
+            if item.state is None and not item.problem:
+                self._read(item, inventory, scan_ns)
+        if context and self._project is not None:
+            inventory.keep_only(set(self._project) | set(report))
+        for item in report.values():
+            if item.problem:
+                self._unreadable(item, result)
+        run_key = self._run_key(report, files)
+        if not self._replay(run_key, result, fix or diff, unsafe_fixes):
+            applicable = self._applicable(files, result)
+            candidates = [
+                item
+                for item in files.values()
+                if item.state is not None and (item.state.relevant or not self.prefilter)
+            ]
+            asked = [item for item in candidates if item.report]
+            result.files_parsed = len(asked)
+            if asked:
+                self._analyse(candidates, applicable, result, fix, unsafe_fixes, diff)
+            self._unused_noqa_unparsed(report, candidates, result)
+            result.findings = self._shown(result.findings, report)
+            result.fixed = self._shown(result.fixed, report)
+            if self._cache is not None and run_key and not result.errors and not (fix or diff):
+                inactive = tuple(sorted(result.inactive.items()))
+                record = _RunRecord(tuple(result.findings), result.files_parsed, inactive)
+                self._cache.put(run_key, record)
+        self._store_inventory(inventory)
+        result.files = {item.display: item.path for item in report.values()}
+        return result
+
+    # -- which files -------------------------------------------------------------------
+
+    def _key(self, path: Path) -> str:
+        """A file's name in the project index: root-relative below the root, else as shown."""
+        if self.root is not None:
+            parts = below(path, self.root)
+            if parts is not None:
+                return "/".join(parts)
+        return display_path(path)
+
+    def _report_files(
+        self,
+        paths: Sequence[Path],
+        documents: Mapping[Path, str | bytes],
+        force_exclude: bool,
+        result: AuditResult,
+    ) -> dict[str, _File]:
+        discovery = Discovery(self.config)
+        report: dict[str, _File] = {}
+        walk_problems: list[DiscoveryProblem] = []
+        for given in paths:
+            try:
+                os.lstat(given)
+            except OSError as exc:
+                missing = _File(
+                    self._key(given), str(given), report=True, display=display_path(given)
+                )
+                missing.problem = exc.strerror or "cannot be read"
+                report[missing.key] = missing
+                continue
+            if force_exclude and discovery.excluded(given, self._base(given)):
+                continue
+            if self.root is not None and self._is_root(given):
+                walked = self._project_walk()
+                walk_problems = self._walk_problems
+                # Shown relative to the working directory: the key itself when that is the root.
+                show = _as_shown if os.path.realpath(self._cwd) == str(self.root) else None
+            else:
+                walked = {self._key(p): str(p) for p in discovery.files([given])}
+                show = None
+            for key, location in walked.items():
+                display = show(key) if show is not None else display_path(location)
+                report[key] = _File(key, location, report=True, display=display)
+        for problem in [*discovery.problems, *walk_problems]:
+            result.warnings.append(f"{display_path(Path(problem.path))}: {problem.reason}")
+        for path, text in documents.items():
+            data = _document_bytes(text)
+            key = self._key(path)
+            report[key] = _File(
+                key,
+                str(path),
+                state=self._classify(data),
+                data=data,
+                report=True,
+                document=True,
+                display=display_path(path),
+            )
+        result.files_seen = len(report)
+        return report
+
+    def _base(self, path: Path) -> Path:
+        """The folder exclusion globs of a path given explicitly are relative to."""
+        for base in (self.root, self.config.root):
+            if base is not None and below(path, base) is not None:
+                return base
+        return Path(self._cwd)
+
+    def _is_root(self, path: Path) -> bool:
+        return os.path.isdir(path) and below(path, self.root) == () if self.root else False
+
+    def _project_walk(self) -> dict[str, str]:
+        """Every file of the project by key (walked again when asked to or on first use)."""
+        if self._project is None:
+            assert self.root is not None
+            discovery = Discovery(self.config)
+            self._project = discovery.walk(self.root)
+            self._walk_problems = discovery.problems
+            self._stale_paths.clear()
+        return self._project
+
+    def _context_files(
+        self,
+        paths: Sequence[Path],
+        documents: Mapping[Path, str | bytes],
+        report: dict[str, _File],
+        rescan: bool,
+    ) -> dict[str, _File]:
+        """The project's other files, when some given path belongs to the project (lies
+        below its root and is not excluded from it); none otherwise."""
+        if self.root is None:
+            return {}
+        discovery = Discovery(self.config)
+        given = [*paths, *documents]
+        if not any(
+            below(path, self.root) is not None and not discovery.excluded(path, self.root)
+            for path in given
+        ):
+            return {}
+        if rescan:
+            self._project = None
+        elif self._stale_paths:
+            known = set(self._project or ())
+            stale = [(self._key(p), p) for p in self._stale_paths]
+            if any(key not in known or not os.path.exists(p) for key, p in stale):
+                self._project = None
+            elif self._inventory is not None:
+                for key, _ in stale:
+                    self._inventory.forget(key)
+            self._stale_paths.clear()
+        return {
+            key: _File(key, location)
+            for key, location in self._project_walk().items()
+            if key not in report
+        }
+
+    # -- what each file holds ----------------------------------------------------------
+
+    def _classify(self, data: bytes) -> FileState:
+        opens = tuple(
+            code
+            for code, needles, pattern in self._activations
+            if any(needle in data for needle in needles) and pattern.search(data)
+        )
+        return FileState(
+            digest_of(data),
+            relevant=self._relevance.wants(data),
+            opens=opens,
+            noqa=_NOQA_WORD.search(data) is not None,
+        )
+
+    def _read(self, item: _File, inventory: Inventory, scan_ns: int) -> None:
+        sig = signature(item.location)
+        known = inventory.known(item.key, sig)
+        if known is not None:
+            item.state = known
+            return
+        try:
+            with open(item.location, "rb") as handle:
+                item.data = handle.read()
+        except OSError as exc:
+            item.problem = exc.strerror or "cannot be read"
+            return
+        item.state = self._classify(item.data)
+        if sig is not None:
+            inventory.record(item.key, sig, item.state, scan_ns)
+
+    def _bytes(self, item: _File) -> bytes:
+        if item.data is None:
+            with open(item.location, "rb") as handle:
+                item.data = handle.read()
+        return item.data
+
+    def _unreadable(self, item: _File, result: AuditResult) -> None:
+        if PARSE_ERROR_CODE not in self.engine_codes:
+            return
+        position = Position(1, 0)
+        message = f"File could not be read ({item.problem})"
+        result.findings.append(
+            Finding(PARSE_ERROR_CODE, message, item.key, position, position, noqa_row=None)
+        )
+
+    # -- the run record ----------------------------------------------------------------
+
+    def _run_key(self, report: dict[str, _File], files: dict[str, _File]) -> str:
+        """What a run's findings are a function of, beyond the cache's salt: every file's
+        key and bytes, which ones are asked about and how they are shown."""
+        if self._cache is None:
+            return ""
+        lines = [f"prefilter={self.prefilter}", f"cwd={self._cwd}", f"scope={self._scope}"]
+        for key in sorted(files):
+            item = files[key]
+            digest = item.state.digest if item.state is not None else f"! {item.problem}"
+            role = f"{item.display}\0{int(item.document)}" if item.report else ""
+            lines.append(f"{key}\0{digest}\0{role}")
+        return self._cache.key("run", b"", "\n".join(lines))
+
+    def _replay(self, key: str, result: AuditResult, fixing: bool, unsafe: bool) -> bool:
+        """Fill ``result`` from a run-cache hit, unless it holds a fix to make."""
+        if not key or self._cache is None:
+            return False
+        record = self._cache.get(key)
+        if not isinstance(record, _RunRecord):
+            return False
+        if fixing and fixable(record.findings, unsafe):
+            return False
+        result.findings = list(record.findings)
+        result.files_parsed = record.files_parsed
+        result.inactive.update(record.inactive)
+        return True
+
+    # -- rules that apply ----------------------------------------------------------------
+
+    def _applicable(self, files: dict[str, _File], result: AuditResult) -> list[RuleSpec]:
+        """The enabled rules whose scope (``Rule.activation``) some file of the project opens."""
+        opened: set[str] = set()
+        for item in files.values():
+            if item.state is not None:
+                opened.update(item.state.opens)
+        applicable = []
+        for spec in self.specs:
+            if spec.activation is not None and spec.code not in opened:
+                result.inactive[spec.code] = _inactive(spec.code)
+                continue
+            applicable.append(spec)
+        return applicable
+
+    # -- the passes ----------------------------------------------------------------------
+
+    def _analyse(
+        self,
+        candidates: list[_File],
+        applicable: list[RuleSpec],
+        result: AuditResult,
+        fix: bool,
+        unsafe: bool,
+        diff: bool,
+    ) -> None:
+        from swacheck.engine.gc_pause import gc_paused
+        from swacheck.engine.passes import Passes, PassOptions
+
+        regions = None
+        if self.prefilter and applicable and all(spec.region_safe for spec in applicable):
+            regions = self._relevance.triggers
+        mode = "regions" if regions is not None else "whole"
+        profile = f"{mode}:{','.join(spec.code for spec in applicable)}"
+        rules = [spec.load() for spec in applicable]
+        sources = {
+            item.key: Source(
+                item.path,
+                item.key,
+                item.display or item.key,
+                b"",
+                relative_to_root(item.path, self.config) if item.report else "",
+                relevant=item.state is not None and item.state.relevant,
+                report=item.report,
+                number=number,
+            )
+            for number, item in enumerate(candidates)
+        }
+        by_key = {item.key: item for item in candidates}
+        passes = Passes(PassOptions(rules, self.config, self.jobs, regions))
+        try:
+            with gc_paused():
+                records = self._first_pass(by_key, sources, profile, passes)
+                project, digest = self._project_index(records)
+                active = []
+                for rule in rules:
+                    if rule.is_active(project):
+                        active.append(rule)
+                    else:
+                        result.inactive[rule.code] = _inactive(rule.code)
+                self._second_pass(
+                    by_key, sources, records, project, digest, profile, active, passes, result
+                )
+                if fix or diff:
+                    self._fix(by_key, sources, active, project, passes, result, unsafe, diff)
+        finally:
+            passes.close()
+
+    def _first_pass(
+        self,
+        by_key: dict[str, _File],
+        sources: dict[str, Source],
+        profile: str,
+        passes: Passes,
+    ) -> dict[str, _FactsRecord]:
+        """Every candidate's facts: from memory, the cache, or parsed now."""
+        records: dict[str, _FactsRecord] = {}
+        missing = []
+        for key, item in by_key.items():
+            assert item.state is not None
+            record = self._known_facts(key, item, profile)
+            if record is not None:
+                records[key] = record
+            else:
+                missing.append(key)
+        if missing:
+            todo = []
+            for key in missing:
+                try:
+                    sources[key].data = self._bytes(by_key[key])
+                except OSError:
+                    continue  # gone since the scan: it is no longer part of the project
+                todo.append(sources[key])
+            firsts = passes.collect(todo)
+            for source in todo:
+                first = firsts[source.number]
+                state = by_key[source.key].state
+                assert state is not None
+                record = _FactsRecord(state.digest, profile, first, facts_digest(first))
+                records[source.key] = self._facts[source.key] = record
+            self._store_facts(records, missing)
+        return records
+
+    def _known_facts(self, key: str, item: _File, profile: str) -> _FactsRecord | None:
+        assert item.state is not None
+        digest = item.state.digest
+        record = self._facts.get(key)
+        if record is not None and record.digest == digest and record.profile == profile:
+            return record
+        if self._cache is None:
+            return None
+        record = self._stored_facts().get(key)
+        if record is None or record.digest != digest or record.profile != profile:
+            hit = self._cache.get(self._cache.key("facts", b"", f"{key}\0{digest}\0{profile}"))
+            record = hit if isinstance(hit, _FactsRecord) else None
+        if record is not None:
+            self._facts[key] = record
+        return record
+
+    def _stored_facts(self) -> dict[str, _FactsRecord]:
+        """The project's facts entry (read once per workspace)."""
+        if self._stored is None:
+            assert self._cache is not None
+            hit = self._cache.get(self._cache.key("project-facts", b"", self._scope))
+            self._stored = hit if isinstance(hit, dict) else {}
+        return self._stored
+
+    def _store_facts(self, records: dict[str, _FactsRecord], new: list[str]) -> None:
+        """Keep new facts beside the project's facts entry, or rewrite the entry once
+        too many are beside it."""
+        if self._cache is None:
+            return
+        stored = self._stored_facts()
+        behind = sum(1 for key, record in records.items() if not _same(stored.get(key), record))
+        if behind > max(_OVERLAY_FILES, _OVERLAY_SHARE * len(records)):
+            self._stored = dict(records)
+            self._cache.put(self._cache.key("project-facts", b"", self._scope), self._stored)
+            return
+        for key in new:
+            record = records.get(key)
+            if record is not None:
+                extra = f"{key}\0{record.digest}\0{record.profile}"
+                self._cache.put(self._cache.key("facts", b"", extra), record)
+
+    def _project_index(self, records: dict[str, _FactsRecord]) -> tuple[ProjectIndex, str]:
+        """The project index of these facts (the last one again if nothing changed)."""
+        from swacheck.analysis.index import ModuleFacts, ProjectIndex
+
+        digest = project_digest({key: record.facts_digest for key, record in records.items()})
+        if self._index is not None and self._index[0] == digest:
+            return self._index[1], digest
+        facts: list[ModuleFacts] = [
+            record.facts for record in records.values() if isinstance(record.facts, ModuleFacts)
+        ]
+        project = ProjectIndex(facts)
+        self._index = (digest, project)
+        return project, digest
+
+    def _second_pass(
+        self,
+        by_key: dict[str, _File],
+        sources: dict[str, Source],
+        records: dict[str, _FactsRecord],
+        project: ProjectIndex,
+        digest: str,
+        profile: str,
+        active: list[type[Rule]],
+        passes: Passes,
+        result: AuditResult,
+    ) -> None:
+        from swacheck.engine.checker import CheckOutcome
+
+        known = self.known_codes if UNUSED_NOQA_CODE in self.engine_codes else None
+        active_codes = ",".join(rule.code for rule in active)
+        outcomes: dict[str, CheckOutcome] = {}
+        keys: dict[str, str] = {}
+        todo = []
+        for key, item in by_key.items():
+            if not item.report:
+                continue
+            first = records[key].facts
+            if isinstance(first, Finding):
+                ignored = ignored_for_path(self.config, sources[key].relative)
+                if (
+                    item.state is not None
+                    and item.state.relevant
+                    and PARSE_ERROR_CODE in self.engine_codes
+                    and not is_ignored(PARSE_ERROR_CODE, ignored)
+                ):
+                    result.findings.append(first)
+                continue
+            assert item.state is not None
+            keys[key] = (
+                f"{key}\0{item.state.digest}\0{sources[key].relative}\0{digest}\0{profile}\0{active_codes}"
+            )
+            hit = self._outcomes.get(keys[key])
+            if hit is None and self._cache is not None:
+                cached = self._cache.get(self._cache.key("findings", b"", keys[key]))
+                hit = cached if isinstance(cached, CheckOutcome) else None
+            if hit is not None:
+                outcomes[key] = hit
+            else:
+                sources[key].data = sources[key].data or self._bytes(item)
+                todo.append(sources[key])
+        checked = passes.check(todo, active, project, known)
+        for source in todo:
+            outcome = checked[source.number]
+            outcomes[source.key] = outcome
+            if not outcome.errors:
+                self._outcomes[keys[source.key]] = outcome
+                if self._cache is not None:
+                    self._cache.put(self._cache.key("findings", b"", keys[source.key]), outcome)
+        for key, outcome in outcomes.items():
+            result.errors.extend(
+                f"{by_key[key].display}: internal error: {e}" for e in outcome.errors
+            )
+            result.findings.extend(outcome.findings)
+
+    def _fix(
+        self,
+        by_key: dict[str, _File],
+        sources: dict[str, Source],
+        active: list[type[Rule]],
+        project: ProjectIndex,
+        passes: Passes,
+        result: AuditResult,
+        unsafe: bool,
+        diff: bool,
+    ) -> None:
+        known = self.known_codes if UNUSED_NOQA_CODE in self.engine_codes else None
+        by_file: dict[str, list[Finding]] = {}
+        for finding in result.findings:
+            by_file.setdefault(finding.path, []).append(finding)
+        kept: list[Finding] = []
+        for key, findings in by_file.items():
+            item = by_key.get(key)
+            if item is None or not fixable(findings, unsafe):
+                kept.extend(findings)
+                continue
+            source = sources[key]
+            source.data = source.data or self._bytes(item)
+            outcome = passes.fix(source, findings, active, project, known, unsafe=unsafe, diff=diff)
+            if outcome.error:
+                result.errors.append(f"{item.display}: {outcome.error}")
+            if outcome.data is None:
+                kept.extend(outcome.findings)
+                continue
+            if diff:
+                result.diffs.append(outcome.diff)
+            elif item.document:
+                result.fixed_documents[item.display] = outcome.data
+            else:
+                try:
+                    write_atomic(item.path, outcome.data)
+                except OSError as exc:
+                    result.errors.append(f"{item.display}: cannot write fix: {exc.strerror}")
+                    kept.extend(findings)
+                    continue
+            result.fixes_applied += len(outcome.fixed)
+            result.fixed.extend(outcome.fixed)
+            kept.extend(outcome.findings)
+        result.findings = kept
+
+    def _unused_noqa_unparsed(
+        self, report: dict[str, _File], candidates: list[_File], result: AuditResult
+    ) -> None:
+        """SWA100 in files no rule could fire in (not parsed): every SWA code that their
+        ``# noqa`` comments name for a rule that applies suppresses nothing."""
+        if UNUSED_NOQA_CODE not in self.engine_codes:
+            return
+        parsed = {item.key for item in candidates}
+        ran = [spec.code for spec in self.specs if spec.code not in result.inactive]
+        for key, item in report.items():
+            if key in parsed or item.state is None or not item.state.noqa:
+                continue
+            ignored = ignored_for_path(self.config, relative_to_root(item.path, self.config))
+            if is_ignored(UNUSED_NOQA_CODE, ignored):
+                continue
+            try:
+                found = suppressions(self._bytes(item))
+            except OSError:
+                continue
+            codes = [code for code in ran if not is_ignored(code, ignored)]
+            result.findings.extend(
+                f
+                for f in unused(key, found, codes, (), self.known_codes)
+                if not found.file_covers(f.code)
+            )
+
+    # -- the result ----------------------------------------------------------------------
+
+    @staticmethod
+    def _shown(findings: list[Finding], report: dict[str, _File]) -> list[Finding]:
+        """Findings named as shown (they carry index keys until here), in order."""
+        shown = []
+        for finding in findings:
+            item = report.get(finding.path)
+            if item is not None and item.display != finding.path:
+                finding = replace(finding, path=item.display)
+            shown.append(finding)
+        shown.sort(key=lambda f: f.sort_key)
+        return shown
+
+    # -- persistence -----------------------------------------------------------------------
+
+    def _load_inventory(self) -> Inventory:
+        if self._inventory is None:
+            stored = None
+            if self._cache is not None:
+                stored = self._cache.get(self._cache.key("inventory", b"", self._scope))
+            self._inventory = Inventory(stored if isinstance(stored, dict) else None)
+        return self._inventory
+
+    def _store_inventory(self, inventory: Inventory) -> None:
+        if self._cache is not None and inventory.changed:
+            inventory.changed = False
+            self._cache.put(self._cache.key("inventory", b"", self._scope), inventory.entries)
+
+
+def _inactive(code: str) -> str:
+    """Why a rule did not apply; the rule's page says what its scope is."""
+    return f"no file of the project is in its scope (see `swacheck rule {code}`)"
