@@ -145,8 +145,10 @@ def parse_regions(
         return oversized
     if regions is not None:
         sparse = blank_irrelevant_definitions(data, regions)
-        if sparse is not data:
+        if sparse is not None:
+            # CPython accepted the file: its nesting need not be checked again.
             parsed = parse_source(path, sparse, nesting_checked=True)
-            if isinstance(parsed, Parsed):
-                return dataclasses.replace(parsed, partial=True, noqa=suppressions(data))
+            if sparse is data or not isinstance(parsed, Parsed):
+                return parsed if sparse is data else parse_source(path, data)
+            return dataclasses.replace(parsed, partial=True, noqa=suppressions(data))
     return parse_source(path, data)
