@@ -409,11 +409,17 @@ class Workspace:
         (those bytes are returned too). Files that cannot be read are left out."""
         states: dict[str, FileState] = {}
         fresh: dict[str, bytes] = {}
+        # One stat per file and no call per file: this loop runs over every project file.
+        entries, stat = inventory.entries, os.stat
         for key, location in files.items():
-            sig = signature(location)
-            known = inventory.known(key, sig)
-            if known is not None:
-                states[key] = known
+            try:
+                info = stat(location)
+            except OSError:
+                continue
+            sig = (info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns)
+            entry = entries.get(key)
+            if entry is not None and entry[2] and entry[0] == sig:
+                states[key] = FileState(*entry[1])
                 continue
             try:
                 with open(location, "rb") as handle:
@@ -422,8 +428,7 @@ class Workspace:
                 continue
             states[key] = self._classify(data)
             fresh[key] = data
-            if sig is not None:
-                inventory.record(key, sig, states[key], scan_ns)
+            inventory.record(key, sig, states[key], scan_ns)
         return states, fresh
 
     def _read(self, item: _File, inventory: Inventory, scan_ns: int) -> None:
