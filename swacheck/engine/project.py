@@ -125,13 +125,6 @@ class Inventory:
             self.listing = new
             self.changed = True
 
-    def known(self, key: str, sig: Signature | None) -> FileState | None:
-        """The state recorded for ``key`` if its signature says the bytes are the same."""
-        entry = self.entries.get(key)
-        if entry is None or sig is None or not entry[2] or entry[0] != sig:
-            return None
-        return FileState(*entry[1])
-
     def record(self, key: str, sig: Signature, state: FileState, scan_ns: int) -> None:
         trusted = max(sig[0], sig[3]) < scan_ns - RACY_NS
         entry: Entry = (sig, tuple(state), trusted)  # type: ignore[assignment]

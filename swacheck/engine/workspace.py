@@ -223,12 +223,15 @@ class Workspace:
         inventory = self._load_inventory()
         report = self._report_files(paths, documents or {}, force_exclude, result)
         context = self._context_files(paths, documents or {}, report, rescan)
-        states, fresh = self._scan(context, inventory, scan_ns)
-        for item in report.values():
-            if item.state is None and not item.problem:
-                self._read(item, inventory, scan_ns)
+        states, fresh, _ = self._scan(context, inventory, scan_ns)
+        unread = {k: i.location for k, i in report.items() if i.state is None and not i.problem}
+        read, data, problems = self._scan(unread, inventory, scan_ns)
+        for key, item in report.items():
+            item.state = item.state or read.get(key)
+            item.data = item.data or data.get(key)
+            item.problem = item.problem or problems.get(key, "")
             if item.state is not None:
-                states[item.key] = item.state
+                states[key] = item.state
         if context and self._project is not None:
             inventory.keep_only(set(self._project) | set(report))
         for item in report.values():
@@ -404,48 +407,31 @@ class Workspace:
 
     def _scan(
         self, files: dict[str, str], inventory: Inventory, scan_ns: int
-    ) -> tuple[dict[str, FileState], dict[str, bytes]]:
+    ) -> tuple[dict[str, FileState], dict[str, bytes], dict[str, str]]:
         """Each file's state: recorded, or learnt from its bytes if its signature changed
-        (those bytes are returned too). Files that cannot be read are left out."""
+        (those bytes are returned too); and why each file that cannot be read cannot."""
         states: dict[str, FileState] = {}
         fresh: dict[str, bytes] = {}
+        problems: dict[str, str] = {}
         # One stat per file and no call per file: this loop runs over every project file.
         entries, stat = inventory.entries, os.stat
         for key, location in files.items():
             try:
                 info = stat(location)
-            except OSError:
-                continue
-            sig = (info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns)
-            entry = entries.get(key)
-            if entry is not None and entry[2] and entry[0] == sig:
-                states[key] = FileState(*entry[1])
-                continue
-            try:
+                sig = (info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns)
+                entry = entries.get(key)
+                if entry is not None and entry[2] and entry[0] == sig:
+                    states[key] = FileState(*entry[1])
+                    continue
                 with open(location, "rb") as handle:
                     data = handle.read()
-            except OSError:
+            except OSError as exc:
+                problems[key] = exc.strerror or "cannot be read"
                 continue
             states[key] = self._classify(data)
             fresh[key] = data
             inventory.record(key, sig, states[key], scan_ns)
-        return states, fresh
-
-    def _read(self, item: _File, inventory: Inventory, scan_ns: int) -> None:
-        sig = signature(item.location)
-        known = inventory.known(item.key, sig)
-        if known is not None:
-            item.state = known
-            return
-        try:
-            with open(item.location, "rb") as handle:
-                item.data = handle.read()
-        except OSError as exc:
-            item.problem = exc.strerror or "cannot be read"
-            return
-        item.state = self._classify(item.data)
-        if sig is not None:
-            inventory.record(item.key, sig, item.state, scan_ns)
+        return states, fresh, problems
 
     def _bytes(self, item: _File) -> bytes:
         if item.data is None:
