@@ -45,6 +45,7 @@ from swacheck.engine.cache import ResultCache, facts_digest, project_digest, res
 from swacheck.engine.codes import ENGINE_CODES
 from swacheck.engine.facts_store import FactsRecord, FactsStore
 from swacheck.engine.fixer import fixable, write_atomic
+from swacheck.engine.gc_pause import gc_paused
 from swacheck.engine.noqa import suppressions, unused
 from swacheck.engine.prefilter import Prefilter
 from swacheck.engine.project import (
@@ -218,11 +219,26 @@ class Workspace:
         explicitly too; ``rescan=False``: trust the last scan of the disk except for
         paths named in :meth:`files_changed` since.
         """
+        with gc_paused():  # what an audit allocates (inventory, facts, trees) has no cycles
+            return self._audit(
+                paths, documents or {}, fix, unsafe_fixes, diff, force_exclude, rescan
+            )
+
+    def _audit(
+        self,
+        paths: Sequence[Path],
+        documents: Mapping[Path, str | bytes],
+        fix: bool,
+        unsafe_fixes: bool,
+        diff: bool,
+        force_exclude: bool,
+        rescan: bool,
+    ) -> AuditResult:
         result = AuditResult()
         scan_ns = time.time_ns()
         inventory = self._load_inventory()
-        report = self._report_files(paths, documents or {}, force_exclude, result)
-        context = self._context_files(paths, documents or {}, report, rescan)
+        report = self._report_files(paths, documents, force_exclude, result)
+        context = self._context_files(paths, documents, report, rescan)
         states, fresh, _ = self._scan(context, inventory, scan_ns)
         unread = {k: i.location for k, i in report.items() if i.state is None and not i.problem}
         read, data, problems = self._scan(unread, inventory, scan_ns)
@@ -502,7 +518,6 @@ class Workspace:
         unsafe: bool,
         diff: bool,
     ) -> None:
-        from swacheck.engine.gc_pause import gc_paused
         from swacheck.engine.passes import Passes, PassOptions
 
         regions = None
@@ -526,20 +541,19 @@ class Workspace:
         by_key = {item.key: item for item in candidates}
         passes = Passes(PassOptions(rules, self.config, self.jobs, regions))
         try:
-            with gc_paused():
-                records = self._first_pass(by_key, sources, profile, passes)
-                project, digest = self._project_index(records)
-                active = []
-                for rule in rules:
-                    if rule.is_active(project):
-                        active.append(rule)
-                    else:
-                        result.inactive[rule.code] = _inactive(rule.code)
-                self._second_pass(
-                    by_key, sources, records, project, digest, profile, active, passes, result
-                )
-                if fix or diff:
-                    self._fix(by_key, sources, active, project, passes, result, unsafe, diff)
+            records = self._first_pass(by_key, sources, profile, passes)
+            project, digest = self._project_index(records)
+            active = []
+            for rule in rules:
+                if rule.is_active(project):
+                    active.append(rule)
+                else:
+                    result.inactive[rule.code] = _inactive(rule.code)
+            self._second_pass(
+                by_key, sources, records, project, digest, profile, active, passes, result
+            )
+            if fix or diff:
+                self._fix(by_key, sources, active, project, passes, result, unsafe, diff)
         finally:
             passes.close()
 
