@@ -8,7 +8,7 @@ reports the median of several runs of:
 
 * parse: ``libcst.parse_module``;
 * first pass: CFG + aliases + events + skeletons of every function
-  (``summaries.module_skeletons``, what ``index_module`` adds);
+  (``skeletons.module_skeletons``, what ``index_module`` adds);
 * second pass: every function's :class:`~swacheck.analysis.order.FunctionFlow`
   (effects resolved through method summaries, dataflow solved), with the CFGs of the
   first pass reused as in a serial audit.
@@ -25,12 +25,13 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
 
 from swacheck.analysis import cfg as cfg_module
-from swacheck.analysis import summaries
+from swacheck.analysis import skeletons
 from swacheck.analysis.cfg import functions_in
 from swacheck.analysis.index import ProjectIndex, index_module
 from swacheck.analysis.names import Names
-from swacheck.analysis.order import ScopeFacts, function_flow
-from swacheck.analysis.summaries import module_skeletons
+from swacheck.analysis.order import function_flow
+from swacheck.analysis.scope import ScopeFacts
+from swacheck.analysis.skeletons import module_skeletons
 from swacheck.config import Config
 from swacheck.context import FileContext
 
@@ -140,7 +141,7 @@ def _median(fn, repeat: int = 5) -> float:  # type: ignore[no-untyped-def]
     times = []
     for _ in range(repeat):
         cfg_module._CACHE.clear()
-        summaries._ANALYSES.clear()
+        skeletons._ANALYSES.clear()
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)

@@ -32,6 +32,7 @@ The last stdout line is one JSON object.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -49,21 +50,87 @@ MODES = ("eager", "graph")
 HOST_MODE = "graph-host"
 
 
-def _runner(device: str, graph: bool, dtype: torch.dtype, layers: int) -> Any:
-    from swacheck.reference_impl.model import ModelConfig
-    from swacheck.reference_impl.model_runner import ModelRunner
+# A model of realistic size on the same code path: 32 layers alternating SWA/full, hidden
+# 4096, 32 query and 8 KV heads of 128, window 4096 (about 7 B weights in bf16), serving 32
+# requests with contexts of 2-4 k tokens. The host-bound worst case is the tiny model.
+REALISTIC = {
+    "config": {
+        "vocab_size": 32000,
+        "hidden_size": 4096,
+        "num_layers": 32,
+        "num_heads": 32,
+        "num_kv_heads": 8,
+        "head_dim": 128,
+        "intermediate_size": 14336,
+        "sliding_window": 4096,
+    },
+    "batch": 32,
+    "prompt_lens": (2048, 4096),
+}
 
-    return ModelRunner(
-        ModelConfig(num_layers=layers),
-        device,
-        dtype,
-        max_running_requests=8,
-        max_context_len=1024,
-        full_pool_size=8192,
-        swa_pool_size=1024,
-        graph=graph,
-        capture_bs=(1, 2, 4, 8),
-    )
+
+class Workload:
+    """The model and request mix every contender of one run serves (same weights)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        from swacheck.reference_impl.model import ModelConfig, TinyHybridModel
+
+        self.realistic = args.workload == "realistic"
+        self.dtype = getattr(torch, args.dtype)
+        if self.realistic:
+            self.config = ModelConfig(**REALISTIC["config"])
+            low, high = REALISTIC["prompt_lens"]
+            batch = REALISTIC["batch"]
+            self.prompt_lens = [low + (high - low) * i // (batch - 1) for i in range(batch)]
+            # One copy of the weights, drawn on the device, shared by every contender.
+            default = torch.get_default_dtype()
+            torch.set_default_dtype(self.dtype)
+            try:
+                self.model = TinyHybridModel(self.config, init_device=args.device)
+            finally:
+                torch.set_default_dtype(default)
+        else:
+            self.config = ModelConfig(num_layers=args.layers)
+            self.prompt_lens = [args.prompt_len] * args.batch
+            self.model = None
+        self.capture_bs = tuple(b for b in (1, 2, 4, 8, 16, 32) if b < len(self.prompt_lens))
+        self.capture_bs += (next(b for b in (1, 2, 4, 8, 16, 32, 64) if b >= self.batch),)
+        # Room for every prompt and every decoded token, with a margin.
+        self.max_len = max(self.prompt_lens) + args.warmup + args.steps + 16
+        self.pool_tokens = sum(self.prompt_lens) + self.batch * (args.warmup + args.steps + 16)
+
+    @property
+    def batch(self) -> int:
+        return len(self.prompt_lens)
+
+    def runner(self, device: str, graph: bool) -> Any:
+        from swacheck.reference_impl.model_runner import ModelRunner
+
+        if not self.realistic:
+            return ModelRunner(
+                self.config,
+                device,
+                self.dtype,
+                max_running_requests=8,
+                max_context_len=1024,
+                full_pool_size=8192,
+                swa_pool_size=1024,
+                graph=graph,
+                capture_bs=(1, 2, 4, 8),
+            )
+        return ModelRunner(
+            self.config,
+            device,
+            self.dtype,
+            model=self.model,
+            max_running_requests=self.batch,
+            max_context_len=self.max_len,
+            full_pool_size=self.pool_tokens,
+            swa_pool_size=self.pool_tokens,  # the window covers every context
+            chunked_prefill_size=8192,
+            graph=graph,
+            capture_bs=self.capture_bs,
+        )
 
 
 def _sync(device: str) -> None:
@@ -188,12 +255,12 @@ def skip_captured_body(runner: Any) -> None:
 class Contender:
     """A model runner decoding ``batch`` requests, watched at ``level`` (or not)."""
 
-    def __init__(self, args: argparse.Namespace, mode: str, level: str) -> None:
+    def __init__(self, args: argparse.Namespace, workload: Workload, mode: str, level: str) -> None:
         from swacheck.reference_impl.workload import RequestSpec
         from swacheck.runtime import Sanitizer
 
         self.level = level
-        self.runner = _runner(args.device, mode != "eager", getattr(torch, args.dtype), args.layers)
+        self.runner = workload.runner(args.device, mode != "eager")
         if mode == HOST_MODE:
             skip_captured_body(self.runner)
         self.san: Sanitizer | None = None
@@ -210,8 +277,8 @@ class Contender:
             self.san.watch_model_runner(self.runner)
         self.runner.capture_graphs()
         vocab = self.runner.config.vocab_size
-        for rid in range(args.batch):
-            prompt = tuple((rid * 7 + i) % vocab for i in range(args.prompt_len))
+        for rid, length in enumerate(workload.prompt_lens):
+            prompt = tuple((rid * 7 + i) % vocab for i in range(length))
             self.runner.add_request(RequestSpec(rid, prompt, 10**6, 0))
         while self.runner.waiting or any(
             r.prefilled < len(r.spec.prompt) for r in self.runner.running
@@ -259,15 +326,36 @@ class Contender:
         return result
 
 
-def measure(args: argparse.Namespace, mode: str) -> dict[str, dict[str, Any]]:
+def replay_ms(runner: Any, bucket: int) -> float:
+    """Device time of one replay of ``bucket``'s graph (the forward without the host)."""
+    graph = runner.graph_runner.graphs[bucket]
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(20):
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def measure(
+    args: argparse.Namespace, workload: Workload, mode: str, levels: tuple[str, ...]
+) -> dict[str, dict[str, Any]]:
     """Every level's runner, stepping in turn."""
-    contenders = [Contender(args, mode, level) for level in LEVELS]
+    contenders = [Contender(args, workload, mode, level) for level in levels]
     for i in range(args.steps):
         shift = i % len(contenders)
         for contender in contenders[shift:] + contenders[:shift]:
             contender.step(args.device)
     off = contenders[0]
     per = {c.level: c.result() for c in contenders}
+    if mode == "graph" and args.device == "cuda":
+        # How the unsanitized step splits: the captured forward on the device, the rest
+        # (scheduling, allocation, populate, sampling, launch) on the host.
+        bucket = off.runner.graph_runner.bucket(workload.batch)
+        per["off"]["device_forward_ms"] = round(replay_ms(off.runner, bucket), 4)
     for c in contenders[1:]:
         # Each round's steps ran back to back: the median of the differences cancels drift.
         added = [t - t_off for t, t_off in zip(c.times, off.times, strict=True)]
@@ -287,6 +375,14 @@ def measure(args: argparse.Namespace, mode: str) -> dict[str, dict[str, Any]]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    p.add_argument(
+        "--workload",
+        choices=("tiny", "realistic"),
+        default="tiny",
+        help="tiny: the demo's model (the host-bound worst case; --batch, --prompt-len, "
+        "--layers apply); realistic: a 7 B-weight hybrid model, 32 requests of 2-4 k tokens "
+        "(levels off, fast and full: four copies of its KV pools would not fit)",
+    )
     p.add_argument(
         "--kernels",
         choices=("triton", "torch"),
@@ -320,32 +416,43 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(1)  # tiny ops: threads only add contention on a shared machine
     if kernels == "torch":
         use_torch_kernels()
+    if args.workload == "realistic" and args.device != "cuda":
+        print("bench_sanitizer_overhead: --workload realistic needs --device cuda", file=sys.stderr)
+        return 2
     modes = MODES if args.device == "cuda" else (*MODES, HOST_MODE)
+    levels = LEVELS[:3] if args.workload == "realistic" else LEVELS
+    workload = Workload(args)
     per: dict[str, dict[str, Any]] = {}
     for mode in modes:
-        per[mode] = measure(args, mode)
+        per[mode] = measure(args, workload, mode, levels)
+        gc.collect()  # the mode's runners (and their KV pools) before the next mode's
+        if args.device == "cuda":
+            torch.cuda.empty_cache()
         for level, figures in per[mode].items():
             print(mode, level, figures, file=sys.stderr, flush=True)
     overhead = {
         mode: {
             level: round(per[mode][level]["median_ms"] / per[mode]["off"]["median_ms"] - 1, 4)
-            for level in LEVELS[1:]
+            for level in levels[1:]
         }
         for mode in modes
     }
     result = {
         "benchmark": "sanitizer_overhead_per_decode_step",
+        "workload": args.workload,
         "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
         "kernels": kernels,
         "torch": torch.__version__,
-        "batch": args.batch,
-        "layers": args.layers,
+        "batch": workload.batch,
+        "prompt_lens": [min(workload.prompt_lens), max(workload.prompt_lens)],
+        "layers": workload.config.num_layers,
+        "hidden": workload.config.hidden_size,
         "dtype": args.dtype,
         "steps": args.steps,
         "ms_per_step": per,
         "overhead_fraction": overhead,
-        "added_ms": {m: {lv: per[m][lv]["added_ms"] for lv in LEVELS[1:]} for m in modes},
-        "violations": sum(per[m][lv].get("violations", 0) for m in modes for lv in LEVELS),
+        "added_ms": {m: {lv: per[m][lv]["added_ms"] for lv in levels[1:]} for m in modes},
+        "violations": sum(per[m][lv].get("violations", 0) for m in modes for lv in levels),
         "same_logits_at_every_level": all(
             per[m]["off"]["same_logits_at_every_level"] for m in MODES
         ),

@@ -234,18 +234,45 @@ def main() -> int:
     parser.add_argument("--kills", type=int, default=1, help="SIGKILLed --fix runs per release")
     parser.add_argument("--no-styles", action="store_true", help="keep the files as released")
     parser.add_argument("--jobs", default="0")
+    parser.add_argument(
+        "--markdown", action="store_true", help="after the JSON lines, the docs' table of them"
+    )
     args = parser.parse_args()
     extra = ["--jobs", args.jobs] + (["--select", args.select] if args.select else [])
     ok = True
+    rows = []
     for spec in args.releases:
         row = roundtrip(spec, args, extra)
+        rows.append(row)
         ok &= not any(row[f"{k}_after_fix"] for k in ("broken", "outside_edits"))
         ok &= not any(row[f"{k}_after_fix"] for k in ("newlines", "encoding", "mode"))
         ok &= not row["second_fix_changed"] and not row["internal_errors"]
         ok &= bool(row["read_only_reported"])
         ok &= all(k.get("killed") and not k["torn"] for k in row["kills"])  # type: ignore[union-attr]
         print(json.dumps(row), flush=True)
+    if args.markdown:
+        print(markdown(rows))
     return 0 if ok else 1
+
+
+def markdown(rows: list[dict[str, object]]) -> str:
+    """The round-trip table of docs/real-world.md."""
+    lines = [
+        "| release | files | files fixed | fixes | broken | outside edits | 2nd run changed "
+        "| killed mid-write: torn files | internal errors |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        torn = sum(k.get("torn", 0) for k in r["kills"])  # type: ignore[union-attr]
+        killed = sum(bool(k.get("killed")) for k in r["kills"])  # type: ignore[union-attr]
+        lines.append(
+            f"| {r['release'].replace('==', ' ')} | {r['files']:,} | {r['files_fixed']} "
+            f"| {r['fixes_applied']} | {len(r['broken_after_fix'])} "  # type: ignore[arg-type]
+            f"| {len(r['outside_edits_after_fix'])} | {len(r['second_fix_changed'])} "  # type: ignore[arg-type]
+            f"| {f'{torn} of {killed} runs' if killed else 'nothing written'} "
+            f"| {r['internal_errors']} |"
+        )
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

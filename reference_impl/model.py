@@ -137,24 +137,35 @@ class DecoderLayer(nn.Module):
 
 class TinyHybridModel(nn.Module):
     def __init__(
-        self, config: ModelConfig, seed: int = 0, tp: TensorParallel | None = None
+        self,
+        config: ModelConfig,
+        seed: int = 0,
+        tp: TensorParallel | None = None,
+        *,
+        init_device: torch.device | str | None = None,
     ) -> None:
+        """``init_device``: build and draw the weights there (in the default dtype) rather
+        than on the CPU: a model of realistic size (billions of weights) in seconds. The
+        weights then come from that device's generator, not the CPU's."""
         super().__init__()
         self.config = config
         self.seed = seed
         self.tp = tp or TensorParallel()
-        self.embed = nn.Embedding(config.vocab_size, config.hidden_size)
-        self.layers = nn.ModuleList(DecoderLayer(config, i) for i in range(config.num_layers))
-        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
-        gen = torch.Generator().manual_seed(seed)
+        device = torch.device(init_device or "cpu")
+        with device:
+            self.embed = nn.Embedding(config.vocab_size, config.hidden_size)
+            self.layers = nn.ModuleList(DecoderLayer(config, i) for i in range(config.num_layers))
+            self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+            self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        gen = torch.Generator(device).manual_seed(seed)
         with torch.no_grad():
             # Unit-variance activations, so attention is far from uniform and a
             # corrupted KV slot moves the logits visibly.
             for p in self.parameters():
                 if p.dim() == 2:
                     scale = 1.0 if p is self.embed.weight else p.shape[-1] ** -0.5
-                    p.copy_(torch.randn(p.shape, generator=gen) * scale)
+                    p.copy_(torch.randn(p.shape, generator=gen, device=device, dtype=p.dtype))
+                    p.mul_(scale)
         if self.tp.size > 1:  # drawn whole, then sharded: the ranks hold the dense model's weights
             for layer in self.layers:
                 layer.shard(self.tp)

@@ -42,18 +42,25 @@ class Req:
     def finished(self) -> bool:
         return len(self.output_ids) >= self.spec.max_new_tokens
 
-    def fed_tokens(self) -> list[int]:
-        """The tokens the model has consumed so far, in order."""
-        return (list(self.spec.prompt) + self.output_ids)[: self.seq_len]
+
+# What a request's context was at a step, without copying it: (prompt, prompt tokens
+# consumed, outputs fed after them). Copying every context every step would cost as much
+# host time as a large model's decode step leaves for everything else.
+ContextParts = tuple[tuple[int, ...], int, tuple[int, ...]]
 
 
 @dataclass
 class StepOutput:
     mode: ForwardMode
     rids: list[int]
-    contexts: list[list[int]]  # per request: the tokens whose last logits are ``logits[i]``
+    context_parts: list[ContextParts]
     logits: Logits
     bucket: int | None  # graph batch size used (None: eager)
+
+    @property
+    def contexts(self) -> list[list[int]]:
+        """Per request: the tokens whose last logits are ``logits[i]``."""
+        return [[*prompt[:n], *outputs] for prompt, n, outputs in self.context_parts]
 
 
 class ModelRunner:
@@ -75,7 +82,10 @@ class ModelRunner:
         num_kv_splits: int | None = None,
         inject_bug: str | None = None,
         tp: TensorParallel | None = None,
+        model: TinyHybridModel | None = None,
     ) -> None:
+        """``model``: serve these weights (e.g. one large model shared by several runners)
+        instead of drawing a model from ``seed``."""
         self.config = config
         self.device = torch.device(device)
         self.inject_bug = validate_bug(inject_bug)
@@ -85,7 +95,9 @@ class ModelRunner:
         self.precompute_swa_loc = precompute_swa_loc
         self.chunked_prefill_size = chunked_prefill_size
         self.max_running_requests = max_running_requests
-        self.model = TinyHybridModel(config, seed, tp).to(self.device, dtype)
+        if model is not None and model.config != config:
+            raise ValueError("model was built for another ModelConfig")
+        self.model = (model or TinyHybridModel(config, seed, tp)).to(self.device, dtype)
         self.tp = self.model.tp
         layer = self.model.layers[0]  # this rank's heads
         self.req_to_token_pool = ReqToTokenPool(max_running_requests, max_context_len, self.device)
@@ -189,12 +201,13 @@ class ModelRunner:
         if len(reqs) >= 2:
             fb.split_for_two_batch_overlap()
         logits = self.forward(fb)
-        contexts = []
+        next_ids = logits.argmax(-1).tolist()  # one device read for the whole batch
+        contexts: list[ContextParts] = []
         for i, (r, n) in enumerate(zip(reqs, chunks, strict=True)):
             r.prefilled += n
-            contexts.append(list(r.spec.prompt[: r.prefilled]))
+            contexts.append((r.spec.prompt, r.prefilled, ()))
             if r.prefilled == len(r.spec.prompt):
-                r.output_ids.append(int(logits[i].argmax()))
+                r.output_ids.append(next_ids[i])
         return self._finish_step(ForwardMode.EXTEND, reqs, contexts, logits, None)
 
     def prepare_decode_batch(self, reqs: list[Req]) -> ForwardBatch:
@@ -214,9 +227,10 @@ class ModelRunner:
         graph = self.graph_runner is not None and self.graph_runner.can_run(fb)
         bucket = self.graph_runner.bucket(len(reqs)) if graph and self.graph_runner else None
         logits = self.forward(fb)
-        contexts = [[*r.fed_tokens(), r.output_ids[-1]] for r in reqs]
-        for i, r in enumerate(reqs):
-            r.output_ids.append(int(logits[i].argmax()))
+        # Decode feeds every output so far: the context is the whole prompt and them.
+        contexts = [(r.spec.prompt, r.prefilled, tuple(r.output_ids)) for r in reqs]
+        for r, token in zip(reqs, logits.argmax(-1).tolist(), strict=True):
+            r.output_ids.append(token)
         return self._finish_step(ForwardMode.DECODE, reqs, contexts, logits, bucket)
 
     def _batch(
@@ -246,7 +260,7 @@ class ModelRunner:
         self,
         mode: ForwardMode,
         reqs: list[Req],
-        contexts: list[list[int]],
+        contexts: list[ContextParts],
         logits: Tensor,
         bucket: int | None,
     ) -> StepOutput:

@@ -6,26 +6,41 @@ import libcst as cst
 
 from swacheck.analysis.order import (
     FunctionFlow,
-    OrderRule,
     Step,
-    config_terms,
     function_flow,
     invalidation_receiver,
     statement_of,
+    writes_delegated,
 )
-from swacheck.analysis.summaries import FILL, INV, WRITE, Target, function_key
+from swacheck.analysis.scope import config_terms
+from swacheck.analysis.writes import WRITE
 from swacheck.config import Config
 from swacheck.finding import Applicability, Fix
+from swacheck.order_rule import OrderRule
 from swacheck.rule import FixSafety, Invalid, Valid
 
-_POOL = """
+# A memoising translation (SGLang #25824's cache), appended to an example's class.
+_MEMO = """
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        key = (kv_indices.data_ptr(), kv_indices.numel())
+        if key != self._cached_loc_key:
+            self._cached_swa_loc = self.full_to_swa_index_mapping[kv_indices]
+            self._cached_loc_key = key
+        return self._cached_swa_loc
+"""
+
+_POOL = (
+    """
 class SWAKVPool:
+    def register_mapping(self, table):
+        self.full_to_swa_index_mapping = table
+        self.invalidate_loc_cache()
+
     def invalidate_loc_cache(self):
         self._cached_loc_key = None
-
-    def translate_loc_from_full_to_swa(self, kv_indices):
-        return self.full_to_swa_index_mapping[kv_indices]
 """
+    + _MEMO
+)
 
 
 class MappingWriteWithoutInvalidation(OrderRule):
@@ -56,7 +71,20 @@ class MappingWriteWithoutInvalidation(OrderRule):
     invalidation. A private helper that leaves its write to its callers is reported
     once, at the outermost caller that does not cover it. Branches under a mode guard
     (`if self.is_hybrid_swa:`) are taken as the hybrid-SWA configuration runs them.
-    The rule is active only when some audited file defines an invalidation method.
+    Only writes a translation cache can see count (DESIGN.md's scope rules). A cache
+    is a memoising translate method (it keeps its result on `self` between calls), or
+    an attribute filled from a translation that the invalidation method resets
+    (`self.cached_loc = self.translate_loc_from_full_to_swa(loc)` under
+    `if self.cached_loc is None:`); an attribute refilled on the caller's schedule
+    as well (`if layer_id == self.start_layer or self.cached_loc is None:`, once per
+    forward) is not one. A write into the table counts where an object that may hold
+    the same tensor caches: the object written (or a subclass of its type), an object
+    it handed the table to (`self._kvcache.register_mapping(self.full_to_swa_index_mapping)`),
+    or one that handed the table to it; rebinding the attribute counts only where the
+    object itself caches; a write through an object of unknown class counts where the
+    audit holds any cache. A fill is a translation that can be served from a cache, or
+    a store into a cache attribute. The rule is inactive where no audited file defines
+    an invalidation method or holds a translation cache.
 
     ## Why is this bad?
     The pool memoises the last translation (I1). A mapping write that is not followed
@@ -101,6 +129,7 @@ class SWAKVPool:
     def invalidate_loc_cache(self):
         self._cached_loc_key = None
 """
+            + _MEMO
         ),
         # every branch invalidates; early return before the write is fine
         Valid(
@@ -120,6 +149,7 @@ class Allocator:
         self.invalidate_loc_cache()
         return full
 """
+            + _MEMO
         ),
         # try/finally: the finally body runs on every exit
         Valid(
@@ -136,6 +166,7 @@ class Pool:
         finally:
             self.invalidate_loc_cache()
 """
+            + _MEMO
         ),
         # invalidation first, no fill in between
         Valid(
@@ -149,6 +180,7 @@ class Pool:
         head = self.full_to_swa_index_mapping[:-1]
         head.fill_(0)
 """
+            + _MEMO
         ),
         # writes in a loop, invalidation after it; a raise path does not count
         Valid(
@@ -166,22 +198,25 @@ class Pool:
             raise RuntimeError("sentinel clobbered")
         self.invalidate_loc_cache()
 """
+            + _MEMO
         ),
         # the invalidation under a mode guard counts (SWA mode is what matters)
         Valid(
             """
-class Allocator:
-    def __init__(self, kvcache):
-        self._kvcache = kvcache
+from pool import SWAKVPool
 
-    def invalidate_loc_cache(self):
-        pass
+class Allocator:
+    def __init__(self, kvcache: SWAKVPool, size):
+        self.full_to_swa_index_mapping = torch.zeros(size + 1, dtype=torch.int64)
+        self._kvcache = kvcache
+        self._kvcache.register_mapping(self.full_to_swa_index_mapping)
 
     def free_swa(self, free_index):
         self.full_to_swa_index_mapping[free_index] = 0
         if self.is_hybrid_swa:
             self._kvcache.invalidate_loc_cache()
-"""
+""",
+            files={"pool.py": _POOL},
         ),
         # reads and copies are not writes
         Valid(
@@ -197,6 +232,7 @@ class Pool:
         gathered.zero_()
         return table, self.full_to_swa_index_mapping.to("cpu")
 """
+            + _MEMO
         ),
         # a private helper whose callers (same file) all invalidate
         Valid(
@@ -212,8 +248,9 @@ class Allocator:
         self._set_rows(idx, rows)
         self.invalidate_loc_cache()
 """
+            + _MEMO
         ),
-        # helper in another file that invalidates, on an attribute of known class
+        # the table handed to a caching pool in another file, whose helper invalidates
         Valid(
             """
 from pool import SWAKVPool
@@ -221,6 +258,7 @@ from pool import SWAKVPool
 class Allocator:
     def __init__(self, kvcache: SWAKVPool):
         self._kvcache = kvcache
+        self._kvcache.register_mapping(self.full_to_swa_index_mapping)
 
     def free_swa(self, free_index):
         self.full_to_swa_index_mapping[free_index] = 0
@@ -253,6 +291,7 @@ class BasePool:
     def _reset_translation(self):
         self.invalidate_loc_cache()
 """
+                + _MEMO
             },
         ),
         # a closure that writes; its caller invalidates after calling it
@@ -269,6 +308,7 @@ class Pool:
         apply()
         self.invalidate_loc_cache()
 """
+            + _MEMO
         ),
         # an inline invalidation: the write resets what `invalidate_loc_cache` resets
         Valid(
@@ -309,20 +349,69 @@ class Pool:
     def invalidate_loc_cache(self):
         self._cached_loc_key = None
 
-    def translate_loc_from_full_to_swa(self, loc):
-        return self.full_to_swa_index_mapping[loc]
-
     def reset(self, loc):
         self.invalidate_loc_cache()
         if not self.is_hybrid_swa:
             self.translate_loc_from_full_to_swa(loc)
         self.full_to_swa_index_mapping.zero_()
 """
+            + _MEMO
         ),
-        # no audited file defines an invalidation method: nothing to invalidate
+        # no cache can see this table: the pool it is handed to translates with a plain
+        # gather, although another class of the audit caches
+        Valid(
+            """
+import torch
+from pool import SWAKVPool
+
+class PlainPool:
+    def register_mapping(self, table):
+        self.full_to_swa_index_mapping = table
+
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        return self.full_to_swa_index_mapping[kv_indices].to(torch.int32)
+
+class Allocator:
+    def __init__(self, kvcache: PlainPool, size):
+        self.full_to_swa_index_mapping = torch.zeros(size + 1, dtype=torch.int64)
+        self._kvcache = kvcache
+        self._kvcache.register_mapping(self.full_to_swa_index_mapping)
+
+    def free_swa(self, free_index):
+        self.full_to_swa_index_mapping[free_index] = 0
+""",
+            files={"pool.py": _POOL},
+        ),
+        # an attribute refilled on the caller's schedule (at every forward's first layer)
+        # is not a cache an entry outlives: nothing here can be served stale
+        Valid(
+            """
+class LayeredPool:
+    def invalidate_loc_cache(self):
+        self.cached_loc = None
+
+    def register_mapping(self, table):
+        self.full_to_swa_index_mapping = table
+
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        return self.full_to_swa_index_mapping[kv_indices]
+
+    def write_swa_kv(self, layer_id, raw_loc, k):
+        if layer_id == self.first_layer or self.cached_loc is None:
+            self.cached_loc = self.translate_loc_from_full_to_swa(raw_loc)
+        self.swa_pool.set(self.cached_loc, k)
+
+    def free_swa(self, free_index):
+        self.full_to_swa_index_mapping[free_index] = 0
+"""
+        ),
+        # no translation cache in the audit at all: nothing to invalidate
         Valid(
             """
 class Pool:
+    def invalidate_loc_cache(self):
+        pass
+
     def free_swa(self, free_index):
         self.full_to_swa_index_mapping[free_index] = 0
 """
@@ -336,7 +425,8 @@ class Pool:
 
     def remap(self, idx):
         remap_kernel[(1,)](self.full_to_swa_index_mapping, idx)
-""",
+"""
+            + _MEMO,
             config={"kernel-launch-writes": False},
         ),
         # custom names from [tool.swacheck]
@@ -350,6 +440,11 @@ class Pool:
         self.token_map[idx] = 0
         self.flush_translations()
         self.full_to_swa_index_mapping[idx] = 0
+
+    def translate_loc_from_full_to_swa(self, loc):
+        if self._cache is None:
+            self._cache = self.token_map[loc]
+        return self._cache
 """,
             config={
                 "mapping-attributes": ["token_map"],
@@ -369,7 +464,8 @@ class SWATokenToKVPoolAllocator:
         swa_indices = self.full_to_swa_index_mapping[free_index]
         self.swa_attn_allocator.free(swa_indices)
         self.full_to_swa_index_mapping[free_index] = 0
-""",
+"""
+            + _MEMO,
             line=9,
             fixed="""
 class SWATokenToKVPoolAllocator:
@@ -381,7 +477,8 @@ class SWATokenToKVPoolAllocator:
         self.swa_attn_allocator.free(swa_indices)
         self.full_to_swa_index_mapping[free_index] = 0
         self.invalidate_loc_cache()
-""",
+"""
+            + _MEMO,
         ),
         # an early return skips the invalidation
         Invalid(
@@ -397,7 +494,8 @@ class Allocator:
             return full
         self.invalidate_loc_cache()
         return full
-""",
+"""
+            + _MEMO,
             line=8,
             fixed="""
 class Allocator:
@@ -412,7 +510,8 @@ class Allocator:
             return full
         self.invalidate_loc_cache()
         return full
-""",
+"""
+            + _MEMO,
         ),
         # an alias and a view: t[:-1].fill_(0) writes the mapping; one branch misses
         Invalid(
@@ -426,7 +525,8 @@ class Pool:
         t[:-1].fill_(0)
         if full:
             self.invalidate_loc_cache()
-""",
+"""
+            + _MEMO,
             line=8,
         ),
         # tuple unpacking makes an alias too
@@ -439,7 +539,8 @@ class Pool:
     def reset(self):
         table, other = self.full_to_swa_index_mapping, self.other
         table.zero_()
-""",
+"""
+            + _MEMO,
             line=8,
         ),
         # try/except: only the failure path invalidates
@@ -455,7 +556,8 @@ class Pool:
         except RuntimeError:
             self.invalidate_loc_cache()
             raise
-""",
+"""
+            + _MEMO,
             line=8,
         ),
         # rebinding outside the constructor (register_mapping before #25824)
@@ -467,7 +569,8 @@ class SWAKVPool:
 
     def register_mapping(self, full_to_swa_index_mapping):
         self.full_to_swa_index_mapping = full_to_swa_index_mapping
-""",
+"""
+            + _MEMO,
             line=7,
             fixed="""
 class SWAKVPool:
@@ -477,7 +580,8 @@ class SWAKVPool:
     def register_mapping(self, full_to_swa_index_mapping):
         self.full_to_swa_index_mapping = full_to_swa_index_mapping
         self.invalidate_loc_cache()
-""",
+"""
+            + _MEMO,
         ),
         # invalidation first, but a translation fills the cache before the write
         Invalid(
@@ -486,15 +590,13 @@ class Pool:
     def invalidate_loc_cache(self):
         self._cached_loc_key = None
 
-    def translate_loc_from_full_to_swa(self, kv_indices):
-        return self.full_to_swa_index_mapping[kv_indices]
-
     def move(self, src, dst, loc):
         self.invalidate_loc_cache()
         swa = self.translate_loc_from_full_to_swa(loc)
         torch.index_put_(self.full_to_swa_index_mapping, (dst,), swa)
-""",
-            line=12,
+"""
+            + _MEMO,
+            line=9,
         ),
         # a constructor that writes after a fill is no longer "before any fill"
         Invalid(
@@ -507,10 +609,8 @@ class Pool:
 
     def invalidate_loc_cache(self):
         self._cached_loc_key = None
-
-    def translate_loc_from_full_to_swa(self, kv_indices):
-        return self.full_to_swa_index_mapping[kv_indices]
-""",
+"""
+            + _MEMO,
             line=6,
         ),
         # out= and Triton launches write too
@@ -522,7 +622,8 @@ class Pool:
 
     def remap(self, src, idx):
         torch.index_select(src, 0, idx, out=self.full_to_swa_index_mapping)
-""",
+"""
+            + _MEMO,
             line=7,
         ),
         Invalid(
@@ -533,7 +634,8 @@ class Pool:
 
     def remap(self, idx):
         remap_kernel[(1,)](self.full_to_swa_index_mapping, idx)
-""",
+"""
+            + _MEMO,
             line=7,
         ),
         # a private helper writes; its caller (same class) does not invalidate
@@ -549,7 +651,8 @@ class Allocator:
     def alloc(self, idx, rows):
         self._set_rows(idx, rows)
         return idx
-""",
+"""
+            + _MEMO,
             line=10,
         ),
         # a nested closure writes; the enclosing function calls it and never invalidates
@@ -565,10 +668,12 @@ class Pool:
 
         apply()
         return rows
-""",
+"""
+            + _MEMO,
             line=10,
         ),
-        # the pool in another file: its helper fills the cache after our invalidation
+        # the table is handed to a caching pool in another file (as SGLang's allocator
+        # does), and that pool's helper fills the cache after our invalidation
         Invalid(
             """
 from pool import SWAKVPool
@@ -576,13 +681,14 @@ from pool import SWAKVPool
 class Allocator:
     def __init__(self, kvcache: SWAKVPool):
         self._kvcache = kvcache
+        kvcache.register_mapping(self.full_to_swa_index_mapping)
 
     def move(self, loc, rows):
         self._kvcache.invalidate_loc_cache()
         self._kvcache.prefetch(loc)
         self.full_to_swa_index_mapping[loc] = rows
 """,
-            line=11,
+            line=12,
             files={
                 "pool.py": _POOL
                 + """
@@ -609,25 +715,44 @@ class BasePool:
     def invalidate_loc_cache(self):
         self._cached_loc_key = None
 
-    def translate_loc_from_full_to_swa(self, loc):
-        return self.full_to_swa_index_mapping[loc]
-
     def warm_up(self, loc):
         return self.translate_loc_from_full_to_swa(loc)
 """
+                + _MEMO
             },
+        ),
+        # an attribute cache filled from a translation and kept until invalidated
+        Invalid(
+            """
+class Pool:
+    def invalidate_loc_cache(self):
+        self.cached_loc = None
+
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        return self.full_to_swa_index_mapping[kv_indices]
+
+    def write_swa_kv(self, raw_loc, k):
+        if self.cached_loc is None:
+            self.cached_loc = self.translate_loc_from_full_to_swa(raw_loc)
+        self.swa_pool.set(self.cached_loc, k)
+
+    def free_swa(self, free_index):
+        self.full_to_swa_index_mapping[free_index] = 0
+""",
+            line=15,
         ),
         # resetting an attribute the invalidation method does not reset is no invalidation
         Invalid(
             """
 class Pool:
     def invalidate_loc_cache(self):
-        self.cached_swa = None
+        self._cached_loc_key = None
 
     def register_mapping(self, table):
         self.full_to_swa_index_mapping = table
         self.last_table = None
-""",
+"""
+            + _MEMO,
             line=7,
         ),
         # a flag naming an SWA sub-mode (a ring buffer) is not the SWA mode switch: the
@@ -644,7 +769,8 @@ class Allocator:
         full = self.full_attn_allocator.alloc_decode(last_loc)
         self.full_to_swa_index_mapping[full] = rows
         return full
-""",
+"""
+            + _MEMO,
             line=10,
         ),
         # a pool built elsewhere (a parameter) gets no start-up exemption
@@ -668,6 +794,11 @@ class Pool:
 
     def free(self, idx):
         self.token_map[idx] = 0
+
+    def translate_loc_from_full_to_swa(self, loc):
+        if self._cache is None:
+            self._cache = self.token_map[loc]
+        return self._cache
 """,
             line=7,
             config={
@@ -682,6 +813,11 @@ class Pool:
     def free(self, idx):
         self.token_map[idx] = 0
         self.flush_translations()
+
+    def translate_loc_from_full_to_swa(self, loc):
+        if self._cache is None:
+            self._cache = self.token_map[loc]
+        return self._cache
 """,
         ),
     ]
@@ -709,7 +845,7 @@ class Pool:
         writes = flow.positions_of(WRITE)
         if not writes:
             return
-        delegated = self._delegated(flow)
+        delegated = writes_delegated(self.context, flow)
         reported: set[int] = set()
         for cfg_node, position, step in writes:
             if step.conditional and step.event.possible:
@@ -726,22 +862,6 @@ class Pool:
             reported.add(id(step.event.node))
             self._report(flow, cfg_node, position, step)
 
-    def _delegated(self, flow: FunctionFlow) -> bool:
-        """Whether this function's own writes are its callers' to cover."""
-        outer = self.context.enclosing(flow.function, cst.FunctionDef | cst.ClassDef)
-        if isinstance(outer, cst.FunctionDef):
-            enclosing = function_flow(self.context, outer)
-            return bool(enclosing.calls_by_name(flow.name))
-        if flow.cls is None and outer is not None:
-            return False
-        target = Target(
-            self.context.path,
-            function_key(flow.cls.name if flow.cls else None, flow.name),
-            flow.cls.name if flow.cls else None,
-            flow.name,
-        )
-        return flow.resolver.delegates(target)
-
     def _report(self, flow: FunctionFlow, cfg_node: int, position: int, step: Step) -> None:
         config = self.context.config
         method = config.invalidate_methods[0]
@@ -757,10 +877,12 @@ class Pool:
             )
         path = flow.data.uncovered_path(cfg_node, position)
         how = flow.describe_exit_path(path) if path else "a path to the end of the function"
-        fill = self._fill_between(flow, cfg_node, position)
+        fill = flow.fill_before(cfg_node, position)
         message = f"{what} is not followed by `{method}()` on every path: {how} misses it"
         if fill:
-            message += f"; {fill} before it"
+            message += (
+                f"; `{fill.event.name}()` at line {fill.event.line} can fill the cache before it"
+            )
         message += " (I1)"
         notes = ()
         if path:
@@ -768,21 +890,6 @@ class Pool:
             if lines:
                 notes = ("uncovered path through lines " + " -> ".join(map(str, lines)),)
         self.report(event.node, message, fix=self._fix(flow, step), notes=notes)
-
-    def _fill_between(self, flow: FunctionFlow, cfg_node: int, position: int) -> str | None:
-        """Describe a cache fill after the last invalidation before the write, if any."""
-        steps = flow.steps[cfg_node][:position]
-        for step in reversed(steps):
-            if step.kind == INV and not step.conditional:
-                return None
-            if step.kind == FILL:
-                return f"`{step.event.name}()` at line {step.event.line} can fill the cache"
-        path = flow.data.dirty_path(cfg_node)
-        if path and path[0] != flow.graph.entry:
-            for step in reversed(flow.steps[path[0]]):
-                if step.kind == FILL:
-                    return f"`{step.event.name}()` at line {step.event.line} can fill the cache"
-        return None
 
     def _fix(self, flow: FunctionFlow, step: Step) -> Fix | None:
         event = step.event

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from swacheck.analysis.dtypes import DtypeResolver, dtype_literal
+from swacheck.analysis.escapes import escape_of
 from swacheck.analysis.names import target_name
 from swacheck.config import DEFAULT_SWA_LOC_PATTERN, Config
 from swacheck.finding import Applicability, Fix
@@ -67,7 +68,16 @@ class SwaLocInt64(Rule):
     `torch.arange(n)`, a dtype held in a variable or default argument, a gather from the
     int64 mapping table with no cast). Targets are names, attributes, dict keys,
     keyword arguments and dataclass fields whose name matches `swa-loc-pattern`; the
-    return value of a `translate-methods` method is checked too. Mapping tables
+    return value of a `translate-methods` method is checked too. A value bound to a
+    local of a function is a location where it is used as one. A gather or an explicit
+    cast into a local is an intermediate (host-side bookkeeping, a value converted
+    again before use) unless the value leaves the function before the local is bound
+    again: returned, stored into an attribute or container, or passed to a Triton
+    launch (through views and dtype-keeping copies such as `.contiguous()`). An
+    allocation into a local also counts when handed to a call (a buffer holder's
+    constructor), except an allocator's (`self.swa_allocator.alloc_extend(...,
+    swa_last_loc, ...)`): that is the allocator's own input, in its index space and
+    dtype, not a KV location. Mapping tables
     (`full_to_swa_index_mapping`) may be int64 and are never flagged.
 
     ## Why is this bad?
@@ -152,6 +162,23 @@ swa_window = torch.arange(n)
 swa_loc = torch.arange(n).long()
 """,
             config={"swa-loc-dtype": "int64"},
+        ),
+        # the allocator's own input (its index space is int64 by design), not a KV location
+        Valid(
+            """
+def alloc_tail(self, seq_lens, tail_len):
+    swa_prev_loc = torch.tensor([-1], dtype=torch.int64, device=self.device)
+    return self.swa_allocator.alloc_extend(seq_lens, swa_prev_loc, tail_len)
+"""
+        ),
+        # cast again before it leaves the function: still an intermediate
+        Valid(
+            """
+def slots_for_kernel(self, loc):
+    swa_loc = loc.long()
+    swa_loc = swa_loc.clamp(min=0).int()
+    return swa_loc
+"""
         ),
     ]
     INVALID = [
@@ -249,6 +276,45 @@ metadata.swa_loc = loc.to(device, dtype=torch.int64, non_blocking=True)
 """,
             line=2,
         ),
+        # allocated into a local and handed to the object that keeps it
+        Invalid(
+            """
+def make_buffers(max_tokens, is_hybrid_swa):
+    out_cache_loc_swa = torch.zeros((max_tokens,), dtype=torch.int64)
+    return GraphInputBuffers(out_cache_loc_swa=out_cache_loc_swa)
+""",
+            line=3,
+        ),
+        # a local gather that escapes: returned, stored on the object, handed to a kernel
+        Invalid(
+            """
+def swa_slots(self, loc):
+    swa_slots = self.full_to_swa_index_mapping[loc]
+    return swa_slots[: loc.numel()]
+""",
+            line=3,
+        ),
+        Invalid(
+            """
+def prepare(self, loc):
+    swa_loc = loc.long()
+    self.cached_swa_loc = swa_loc
+""",
+            line=3,
+            fixed="""
+def prepare(self, loc):
+    swa_loc = loc.int()
+    self.cached_swa_loc = swa_loc
+""",
+        ),
+        Invalid(
+            """
+def store(self, k, loc, grid):
+    swa_indices = loc.to(torch.int64)
+    store_kv_kernel[grid](k, swa_indices.contiguous(), self.k_buffer)
+""",
+            line=3,
+        ),
         Invalid(
             """
 self.swa_loc = loc.int()
@@ -282,11 +348,11 @@ self.swa_loc = loc.long()
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
-            self._check_binding(target.target, node.value)
+            self._check_binding(target.target, node.value, node)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if node.value is not None:
-            self._check_binding(node.target, node.value)
+            self._check_binding(node.target, node.value, node)
 
     def visit_Arg(self, node: cst.Arg) -> None:
         if node.keyword is not None and self.context.names.is_swa_loc(node.keyword.value):
@@ -303,24 +369,40 @@ self.swa_loc = loc.long()
         if node.value is not None and func and self.context.names.is_translate(func.name.value):
             self._check_value(f"{func.name.value}()'s result", node.value)
 
-    def _check_binding(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
-        name = target_name(target)
-        if name is not None and self.context.names.is_swa_loc(name):
-            # A gather or an explicit cast into a plain local is an intermediate
-            # (host-side bookkeeping such as freeing slots, or indices converted for a
-            # transfer API); only what is allocated, kept or handed on must be int32.
-            local = isinstance(target, cst.Name)
-            self._check_value(name, value, gathers=not local, casts=not local)
-
-    def _check_value(
-        self, name: str, value: cst.BaseExpression, gathers: bool = True, casts: bool = True
+    def _check_binding(
+        self, target: cst.BaseExpression, value: cst.BaseExpression, statement: cst.CSTNode
     ) -> None:
-        for hit in self._wrong_dtype(value, gathers):
-            if not casts and hit.cast:
-                continue
+        name = target_name(target)
+        if name is None or not self.context.names.is_swa_loc(name):
+            return
+        hits = list(self._wrong_dtype(value))
+        function = self.context.enclosing(statement, cst.FunctionDef)
+        if not hits or not isinstance(target, cst.Name) or function is None:
+            self._report_hits(name, hits)  # an attribute, a key, a module global: kept
+            return
+        # A value bound to a local of a function is a location where it is used as one.
+        # A gather or an explicit cast is an intermediate (host-side bookkeeping such as
+        # freeing slots, indices converted for a transfer API) unless it leaves the
+        # function: returned, stored on an object, handed to a kernel. An allocation
+        # also counts when handed to a call, but not to an allocator's (its own input,
+        # in its index space and dtype: SGLang's `swa_last_loc` for the paged
+        # sub-allocator).
+        leaves = escape_of(function, statement, name)
+        if leaves is None:
+            hits = [h for h in self._wrong_dtype(value, gathers=False) if not h.cast]
+            leaves = escape_of(function, statement, name, calls=True) if hits else None
+        if leaves is not None:
+            row = self.context.start(leaves.node).row
+            self._report_hits(name, hits, leaves=f" and is {leaves.how} at line {row}")
+
+    def _check_value(self, name: str, value: cst.BaseExpression) -> None:
+        self._report_hits(name, list(self._wrong_dtype(value)))
+
+    def _report_hits(self, name: str, hits: list[_Hit], leaves: str = "") -> None:
+        for hit in hits:
             self.report(
                 hit.node,
-                f"SWA location `{name}` {hit.how}; SWA-space locations must be "
+                f"SWA location `{name}` {hit.how}{leaves}; SWA-space locations must be "
                 f"torch.{self.expected} (I3)",
                 fix=hit.fix,
             )

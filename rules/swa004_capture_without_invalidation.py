@@ -2,54 +2,26 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
-
 import libcst as cst
 
-from swacheck.analysis.names import call_name, dotted_name
-from swacheck.analysis.order import (
-    FunctionFlow,
-    OrderRule,
-    config_terms,
-    function_flow,
-    resolver,
+from swacheck.analysis.capture import (
+    ForwardRuns,
+    capture_regions,
+    closures_passed_to_capture,
+    invalidation_snippet,
+    is_capture_routine,
+    is_warmup_routine,
+    loop_nodes,
+    swa_related,
 )
-from swacheck.analysis.summaries import (
-    FILL,
-    Target,
-    guard_key,
-    is_swa_word,
-    swa_guard_polarity,
-)
-from swacheck.analysis.walk import walk
+from swacheck.analysis.order import FunctionFlow, function_flow
+from swacheck.analysis.scope import config_terms
 from swacheck.analysis.writes import CALL, Event
 from swacheck.config import Config
 from swacheck.finding import Applicability, Fix
+from swacheck.order_rule import OrderRule
 from swacheck.rule import FixSafety, Invalid, Valid
 from swacheck.triggers import exact, word
-
-
-def is_forward_run(event: Event) -> bool:
-    """A call that runs the model: ``forward(...)``, ``self.model.forward_decode(...)``."""
-    return event.kind == CALL and event.name.lower().startswith("forward")
-
-
-def _is_graph_context(item: cst.WithItem) -> bool:
-    """``torch.cuda.graph(...)``, ``self.device_module.graph(...)``, and capture contexts
-    such as ``BreakableCUDAGraphCapture(...)`` (a callee naming a graph capture)."""
-    if not isinstance(item.item, cst.Call):
-        return False
-    name = (call_name(item.item) or "").lower()
-    return name == "graph" or ("graph" in name and "capture" in name)
-
-
-def _is_capture_routine(function: cst.FunctionDef) -> bool:
-    """A function named as a graph capture routine (``capture_one_batch_size``,
-    ``_capture_one``): its warm-up loop runs capture bodies even where the capture itself
-    is implicit (piecewise graphs are captured by the compiler backend on a later call)."""
-    return "capture" in function.name.value.lower()
-
 
 _RUNNER = """
 class CudaGraphRunner:
@@ -64,31 +36,55 @@ class CudaGraphRunner:
         return out
 """
 
-_POOL_FILE = {
-    "pool.py": """
+# The translation cache the captures must not pollute: a memoising translate.
+_POOL = """
 class SWAKVPool:
     def invalidate_loc_cache(self):
         self._cached_loc_key = None
+
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        key = (kv_indices.data_ptr(), kv_indices.numel())
+        if key != self._cached_loc_key:
+            self._cached_swa_loc = self.full_to_swa_index_mapping[kv_indices]
+            self._cached_loc_key = key
+        return self._cached_swa_loc
 """
-}
+_POOL_FILE = {"pool.py": _POOL}
 
 
 class CaptureWithoutInvalidation(OrderRule):
     """
     ## What it does
-    Flags a CUDA-graph warm-up or capture run that runs a forward (a call whose name
-    starts with `forward`, or of a method of the audit that runs one, such as a runner's
-    own `self._run_forward(...)`; never a `with` context manager) without invalidating
-    the translation cache first. Capture runs are: the body of `with
-    torch.cuda.graph(...)` (any `*.graph(...)` context, or a graph-capture context such
-    as `BreakableCUDAGraphCapture(...)`), the code between `capture_begin()` and
-    `capture_end()`, forwards in a loop of a function that captures or is named as a
-    capture routine (`capture_one_batch_size`: the warm-up loop, also where the capture
-    itself is implicit, as with piecewise graphs), and a local function (commonly
-    `run_once`) called in any of those places or passed to a `*capture*` call. Each
-    forward counts as a cache fill, so a warm-up iteration leaves the cache dirty for
-    the next one. Only SWA code is checked: the enclosing class (or module) mentions SWA
-    (`is_hybrid_swa`, `SWAKVPool`, ...) or a configured name.
+    Flags a CUDA-graph warm-up or capture run that runs a forward (a call named
+    `forward*` or `*_forward`, such as `self.eagle_worker.draft_forward(...)`, or of a
+    method of the audit that runs one, such as a runner's own `self._run_forward(...)`;
+    never a `with` context manager) without invalidating the translation cache first.
+    Capture runs are: the body of `with torch.cuda.graph(...)` (any `*.graph(...)`
+    context, or a graph-capture context such as `BreakableCUDAGraphCapture(...)`), the
+    code between `capture_begin()` and `capture_end()`, forwards in a loop of a function
+    that captures or is named as a capture routine (`capture_one_batch_size`: the
+    warm-up loop, also where the capture itself is implicit, as with piecewise graphs),
+    and a local function (commonly `run_once`) called in any of those places or passed
+    to a `*capture*` call. Each forward counts as a cache fill, so a warm-up iteration
+    leaves the cache dirty for the next one. A function named as a warm-up
+    (`warmup_compile`, `_warmup`) runs forwards before the capture: each must be
+    preceded by an invalidation too.
+
+    Only SWA code is checked: the enclosing class (or module) mentions SWA
+    (`is_hybrid_swa`, `SWAKVPool`, ...) or a configured name, or the class holds an
+    object that is SWA code (the runner is SWA code through what it owns): an input
+    holder with SWA location buffers (`self.buffers = DecodeInputBuffers(...)` owning
+    `out_cache_loc_swa`), or a model runner whose methods name SWA or the invalidation.
+    The held object's class is the one the source gives (an annotation, a constructor)
+    or, where it gives none, the class of the audit named like the attribute
+    (`self.model_runner`: `ModelRunner`).
+
+    The rule applies where the audit holds a translation cache (DESIGN.md's scope
+    rules; see SWA001 for what counts as one: a memoising translate method, or an
+    attribute filled from a translation that the invalidation resets and that is not
+    refilled on the caller's schedule) and defines an invalidation method. A capture
+    runs the model, which may fill any such cache, so there every SWA capture run
+    needs the invalidation.
 
     ## Why is this bad?
     A warm-up run that fills the translation cache makes the capture run hit the
@@ -191,7 +187,8 @@ class Runner:
 
     def invalidate_loc_cache(self):
         pass
-"""
+""",
+            files=_POOL_FILE,
         ),
         # a context manager named `forward_*` runs no forward
         Valid(
@@ -220,6 +217,16 @@ class Runner:
 """,
             files=_POOL_FILE,
         ),
+        # a warm-up that invalidates before its forward
+        Valid(
+            _RUNNER
+            + """
+    def warmup_compile(self, forward_batch):
+        self.model_runner.token_to_kv_pool.invalidate_loc_cache()
+        self.model_runner.model.forward(forward_batch.input_ids, forward_batch)
+""",
+            files=_POOL_FILE,
+        ),
         # not SWA code: a plain runner in its own module
         Valid(
             """
@@ -232,7 +239,7 @@ class Runner:
         with torch.cuda.graph(self.graph):
             self.model.forward(batch)
 """,
-            files={"pool.py": "class P:\n    def invalidate_loc_cache(self):\n        pass\n"},
+            files=_POOL_FILE,
         ),
     ]
     INVALID = [
@@ -302,6 +309,7 @@ class Runner:
         pass
 """,
             line=10,
+            files=_POOL_FILE,
         ),
         # capture_begin/capture_end right after a warm-up forward
         Invalid(
@@ -319,6 +327,7 @@ class Runner:
         pass
 """,
             line=7,
+            files=_POOL_FILE,
         ),
         # an inherited helper (another file) that only fills, no invalidation
         Invalid(
@@ -344,7 +353,8 @@ class BaseRunner:
 
     def prepare_swa(self, bs):
         self.pool.translate_loc_from_full_to_swa(self.out_cache_loc[:bs])
-"""
+""",
+                **_POOL_FILE,
             },
         ),
         # an implicit capture (a compiler backend captures on the second call): the
@@ -385,6 +395,75 @@ class BaseRunner:
             line=17,
             files=_POOL_FILE,
         ),
+        # a warm-up before the capture runs a forward on an uncleared cache
+        Invalid(
+            _RUNNER
+            + """
+    def warmup_compile(self, forward_batch):
+        self.model_runner.attn_backend.init_forward_metadata(forward_batch)
+        self.model_runner.model.forward(forward_batch.input_ids, forward_batch)
+""",
+            line=15,
+            files=_POOL_FILE,
+        ),
+        # a runner that never names SWA is SWA code through the input holder it owns
+        Invalid(
+            """
+import torch
+from buffers import DecodeBuffers
+
+class PlainGraphRunner:
+    def __init__(self, model, max_bs):
+        self.model = model
+        self.buffers = DecodeBuffers(max_bs)
+
+    def capture(self, batch):
+        for _ in range(2):
+            self.model.forward(batch)
+        with torch.cuda.graph(self.graph):
+            self.model.forward(batch)
+""",
+            line=14,
+            files={
+                **_POOL_FILE,
+                "buffers.py": """
+import torch
+
+class DecodeBuffers:
+    def __init__(self, max_bs):
+        self.out_cache_loc = torch.zeros(max_bs, dtype=torch.int64)
+        self.out_cache_loc_swa = torch.zeros(max_bs, dtype=torch.int32)
+""",
+            },
+        ),
+        # ... or through the model runner it holds (no annotation: the class named like
+        # the attribute), whose capture body runs the draft model's forward
+        Invalid(
+            """
+class DraftGraphRunner:
+    def capture_one_batch_size(self, batch):
+        def run_once():
+            return self.draft_worker.draft_forward(batch)
+
+        self._capture_init(run_once)
+        return self._capture_graph(run_once)
+
+    def _capture_init(self, run_once_fn):
+        for _ in range(2):
+            self.model_runner.tp_group.barrier()
+            run_once_fn()
+""",
+            line=5,
+            files={
+                **_POOL_FILE,
+                "model_runner.py": """
+class ModelRunner:
+    def reset_swa_translations(self):
+        if self.is_hybrid_swa:
+            self.token_to_kv_pool.invalidate_loc_cache()
+""",
+            },
+        ),
         # custom names from [tool.swacheck]
         Invalid(
             """
@@ -403,62 +482,51 @@ class Runner:
 """,
             line=12,
             config={"invalidate-methods": ["flush_translations"]},
+            files={"pool.py": _POOL.replace("invalidate_loc_cache", "flush_translations")},
         ),
     ]
 
     @classmethod
     def triggers(cls, config: Config) -> frozenset[str] | None:
-        """An SWA word and the configured names.
+        """An SWA word, the configured names, and the words of a capture or warm-up.
 
-        A finding needs SWA code: the enclosing class or module mentions an SWA word
-        (``is_swa_word``: ``SWA``, or ``swa`` as a whole word) or a configured name.
-        The configured names also make every file that takes part in summaries a
-        candidate, and the file defining the invalidation method (the scope rule) too.
+        A finding sits in a capture or warm-up structure: a ``*.graph(...)`` context
+        (``graph``), ``capture_begin()``, a function or call named with ``capture``, or a
+        function named as a warm-up (``warm``). Whether it is SWA code is decided by its
+        own text (an SWA word: ``is_swa_word``, ``SWA`` or ``swa`` as a whole word, or a
+        configured name) or by the classes it holds, which are looked up only among the
+        files holding an SWA word or a configured name (``swa_class_resolver``), all of
+        them triggers here. The configured names also make every file that takes part in
+        summaries a candidate, and the file defining the invalidation method (the scope
+        rule) too.
         """
-        return frozenset({word("swa"), exact("SWA"), *config_terms(config)})
-
-    # -- which code is SWA code ----------------------------------------------------
-
-    def _swa_related(self, function: cst.FunctionDef) -> bool:
-        outer = self.context.enclosing(function, cst.ClassDef)
-        scope: cst.CSTNode = outer if outer is not None else self.context.module
-
-        def compute() -> bool:
-            text = (
-                self.context.text
-                if scope is self.context.module
-                else self.context.module.code_for_node(scope)
-            )
-            if any(t in text for t in config_terms(self.context.config)):
-                return True
-            return any(is_swa_word(word) for word in re.findall(r"\w*swa\w*", text, re.I))
-
-        return self.context.memo(("SWA004.related", id(scope)), compute)
-
-    # -- capture structure ------------------------------------------------------------
-
-    def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
-        super().__init__(context)
-        # Ids of call events found to run a forward through a helper (see
-        # ``_forward_classifier``); the events live as long as the file's analyses.
-        self._forward_helpers: set[int] = set()
+        return frozenset(
+            {word("swa"), exact("SWA"), *config_terms(config), "capture", "graph", "warm"}
+        )
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         flow = function_flow(self.context, node)
-        regions = self._regions(flow)
-        capture_args = self._closures_passed_to_capture(flow)
-        capturing = bool(regions) or bool(capture_args) or _is_capture_routine(node)
-        if not capturing or not self._swa_related(node):
+        regions = capture_regions(flow)
+        capture_args = closures_passed_to_capture(flow)
+        warming = is_warmup_routine(node)
+        capturing = bool(regions) or bool(capture_args) or is_capture_routine(node)
+        if not (capturing or warming) or not swa_related(self.context, node):
             return
-        in_loop = self._loop_nodes(flow)
+        in_loop = loop_nodes(flow)
         # Forward runs directly in this function.
-        checked = FunctionFlow(self.context, node, extra=self._forward_classifier(node))
-        for cfg_node, position, step in self._forwards(checked):
-            if (cfg_node in regions or cfg_node in in_loop) and not checked.data.clean_before(
-                cfg_node, position
-            ):
-                where = "graph capture" if cfg_node in regions else "graph warm-up loop"
-                self._report(step.event, None, where)
+        runs = ForwardRuns(self.context, node)
+        checked = FunctionFlow(self.context, node, extra=runs)
+        for cfg_node, position, step in runs.forwards(checked):
+            if cfg_node in regions:
+                where = "graph capture"
+            elif cfg_node in in_loop:
+                where = "graph warm-up loop"
+            elif warming:
+                where = f"warm-up `{node.name.value}()`"
+            else:
+                continue
+            if not checked.data.clean_before(cfg_node, position):
+                self._report(step.event, None, where, warm_up=warming and cfg_node not in regions)
         # Local functions run as capture bodies.
         bodies = set(capture_args)
         for name in flow.closures:
@@ -472,153 +540,34 @@ class Runner:
             if closure is not None:
                 self._check_body(closure)
 
-    def _forward_classifier(self, function: cst.FunctionDef) -> Callable[[Event], list[str]]:
-        """Effects SWA004 adds to an event of ``function``: a forward run is a fill.
-
-        A call of a method the audit knows (``self._run_forward(...)``) runs a forward
-        when its body does, directly or through such calls (followed a few levels deep).
-        """
-        res = resolver(self.context)
-        classdef = self.context.enclosing(function, cst.ClassDef)
-        cls = (
-            res.class_of(self.context.path, classdef.name.value)
-            if isinstance(classdef, cst.ClassDef)
-            else None
-        )
-        path = self.context.path
-
-        def runs_forward(target: Target, depth: int, seen: set[Target]) -> bool:
-            # A capture routine (``capture_one_batch_size``) is checked on its own: its
-            # callers drive captures, they do not run a forward inside one.
-            if target in seen or depth > 3 or "capture" in target.name.lower():
-                return False
-            seen.add(target)
-            skeleton = res.skeleton(target)
-            if skeleton is None:
-                return False
-            owner = res.class_of(target.path, skeleton.cls)
-            for events in skeleton.events:
-                for event in events:
-                    if is_forward_run(event):
-                        return True
-                    if event.kind == CALL and event.receiver is not None:
-                        callee = res.resolve_call(event, owner, skeleton.types, target.path)
-                        if callee is not None and runs_forward(callee, depth + 1, seen):
-                            return True
-            return False
-
-        def classify(event: Event) -> list[str]:
-            if self._is_context_manager(event):
-                return []  # ``with self.forward_context(batch):`` runs no forward
-            if is_forward_run(event):
-                return [FILL]
-            if event.kind == CALL and event.receiver is not None:
-                target = res.resolve_call(event, cls, {}, path)
-                if target is not None and runs_forward(target, 0, set()):
-                    self._forward_helpers.add(id(event))
-                    return [FILL]
-            return []
-
-        return classify
-
-    def _forwards(self, flow: FunctionFlow):  # type: ignore[no-untyped-def]
-        reach = flow.data.reach
-        for cfg_node, steps in enumerate(flow.steps):
-            if cfg_node not in reach:
-                continue
-            for position, step in enumerate(steps):
-                if step.kind != FILL or step.target is not None:
-                    continue
-                if is_forward_run(step.event) or id(step.event) in self._forward_helpers:
-                    yield cfg_node, position, step
-
-    def _is_context_manager(self, event: Event) -> bool:
-        return event.node is not None and isinstance(self.context.parent(event.node), cst.WithItem)
-
-    def _regions(self, flow: FunctionFlow) -> set[int]:
-        """CFG nodes run under a graph context or between capture_begin/capture_end."""
-        cfg = flow.cfg
-        region: set[int] = set()
-        for cfg_node in cfg.nodes:
-            stmt = cfg_node.stmt
-            if (
-                cfg_node.kind == "with"
-                and isinstance(stmt, cst.With)
-                and any(_is_graph_context(item) for item in stmt.items)
-            ):
-                region |= self._inside(flow, stmt)
-        for cfg_node, events in enumerate(flow.analysis.events):
-            if any(e.kind == CALL and e.name == "capture_begin" for e in events):
-                stack = list(cfg.nodes[cfg_node].succs)
-                while stack:
-                    current = stack.pop()
-                    if current in region:
-                        continue
-                    region.add(current)
-                    if any(
-                        e.kind == CALL and e.name == "capture_end"
-                        for e in flow.analysis.events[current]
-                    ):
-                        continue
-                    stack.extend(cfg.nodes[current].succs)
-        return region
-
-    @staticmethod
-    def _inside(flow: FunctionFlow, compound: cst.CSTNode) -> set[int]:
-        """The CFG nodes of the statements nested in ``compound``'s body."""
-        out: set[int] = set()
-
-        class Collect(cst.CSTVisitor):
-            def on_visit(self, node: cst.CSTNode) -> bool:
-                for cfg_node in flow.cfg.nodes_of(node):
-                    out.add(cfg_node.id)
-                return not isinstance(node, cst.FunctionDef | cst.ClassDef | cst.Lambda)
-
-        body = getattr(compound, "body", None)
-        if body is not None:
-            walk(body, Collect())
-        return out
-
-    def _loop_nodes(self, flow: FunctionFlow) -> set[int]:
-        out: set[int] = set()
-        for cfg_node in flow.cfg.nodes:
-            if cfg_node.kind in ("for", "while") and cfg_node.stmt is not None:
-                out |= self._inside(flow, cfg_node.stmt)
-        return out
-
-    @staticmethod
-    def _closures_passed_to_capture(flow: FunctionFlow) -> set[str]:
-        out: set[str] = set()
-        for events in flow.analysis.events:
-            for event in events:
-                if event.kind != CALL or "capture" not in event.name.lower():
-                    continue
-                for arg in event.node.args:
-                    if isinstance(arg.value, cst.Name) and arg.value.value in flow.closures:
-                        out.add(arg.value.value)
-        return out
-
     def _check_body(self, closure: cst.FunctionDef) -> None:
-        checked = FunctionFlow(self.context, closure, extra=self._forward_classifier(closure))
-        for cfg_node, position, step in self._forwards(checked):
+        runs = ForwardRuns(self.context, closure)
+        checked = FunctionFlow(self.context, closure, extra=runs)
+        for cfg_node, position, step in runs.forwards(checked):
             if not checked.data.clean_before(cfg_node, position):
                 self._report(step.event, closure, f"capture body `{closure.name.value}()`")
                 return
 
     # -- reporting ----------------------------------------------------------------------
 
-    def _report(self, event: Event, closure: cst.FunctionDef | None, where: str) -> None:
+    def _report(
+        self, event: Event, closure: cst.FunctionDef | None, where: str, warm_up: bool = False
+    ) -> None:
         method = self.context.config.invalidate_methods[0]
         callee = f"{event.receiver}.{event.name}" if event.receiver else event.name
+        harm = (
+            "it may be served a translation an earlier run left in the cache"
+            if warm_up
+            else "a warm-up run's cached translation would be captured into the graph"
+        )
         self.report(
             event.node,
-            f"The {where} runs `{callee}()` without `{method}()` first: a warm-up run's "
-            f"cached translation would be captured into the graph (I5)",
+            f"The {where} runs `{callee}()` without `{method}()` first: {harm} (I5)",
             fix=self._fix(closure) if closure is not None else None,
         )
 
     def _fix(self, closure: cst.FunctionDef) -> Fix | None:
-        snippet = self._existing_invalidation()
+        snippet = invalidation_snippet(self.context)
         if snippet is None:
             return None
         lines, root = snippet
@@ -646,52 +595,3 @@ class Runner:
             after=False,
             applicability=Applicability.UNSAFE,
         )
-
-    def _existing_invalidation(self) -> tuple[list[str], str] | None:
-        """An invalidation the file already makes: its lines (guard kept) and root name."""
-        names = self.context.names
-        module = self.context.module
-
-        def compute() -> tuple[list[str], str] | None:
-            found: list[tuple[list[str], str]] = []
-
-            class Visitor(cst.CSTVisitor):
-                def visit_If(self, node: cst.If) -> None:
-                    key = guard_key(node.test)
-                    if key is None or swa_guard_polarity(key, names) is not True:
-                        return
-                    body = node.body
-                    if not isinstance(body, cst.IndentedBlock) or len(body.body) != 1:
-                        return
-                    call = _invalidation_call(body.body[0], names)
-                    if call is not None:
-                        test = module.code_for_node(node.test)
-                        found.append(
-                            ([f"if {test}:", f"    {module.code_for_node(call)}"], _root(call))
-                        )
-
-                def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-                    call = _invalidation_call(node, names)
-                    if call is not None:
-                        found.append(([module.code_for_node(call)], _root(call)))
-
-            walk(module, Visitor())
-            return found[0] if found else None
-
-        return self.context.memo(("SWA004.snippet",), compute)
-
-
-def _invalidation_call(stmt: cst.CSTNode, names) -> cst.Call | None:  # type: ignore[no-untyped-def]
-    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
-        return None
-    small = stmt.body[0]
-    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
-        call = small.value
-        if not call.args and names.is_invalidate(call_name(call) or ""):
-            return call
-    return None
-
-
-def _root(call: cst.Call) -> str:
-    name = dotted_name(call.func) or ""
-    return name.split(".", 1)[0]

@@ -4,15 +4,28 @@ from __future__ import annotations
 
 import libcst as cst
 
-from swacheck.analysis.order import (
-    FunctionFlow,
-    OrderRule,
-    config_terms,
-    function_flow,
-)
+from swacheck.analysis.dataflow import INV
+from swacheck.analysis.order import FunctionFlow, function_flow
+from swacheck.analysis.scope import config_terms
 from swacheck.analysis.writes import CALL, Event
 from swacheck.config import Config
+from swacheck.order_rule import OrderRule
 from swacheck.rule import Invalid, Valid
+
+# The translation cache a forward must not be served stale from: a memoising translate.
+_POOL = """
+class SWAKVPool:
+    def invalidate_loc_cache(self):
+        self._cached_loc_key = None
+
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        key = (kv_indices.data_ptr(), kv_indices.numel())
+        if key != self._cached_loc_key:
+            self._cached_swa_loc = self.full_to_swa_index_mapping[kv_indices]
+            self._cached_loc_key = key
+        return self._cached_swa_loc
+"""
+_POOL_FILE = {"pool.py": _POOL}
 
 
 def is_replay(event: Event) -> bool:
@@ -29,13 +42,22 @@ def is_eager_forward(event: Event, own_name: str) -> bool:
 class DispatchBeforeInvalidation(OrderRule):
     """
     ## What it does
-    In a function that dispatches a forward both to CUDA-graph replay (a `replay*`
-    call) and to an eager path (`forward*` calls, `init_forward_metadata`), and that
-    calls an invalidation method itself, flags every dispatch that some path reaches
-    without passing an invalidation first: the invalidation must dominate all
-    dispatches, replay included. Invalidations through helpers (same class, bases,
-    other files of the audit) count; a mode guard (`if self.is_hybrid_swa:`) is taken
-    as true.
+    In a function that dispatches a forward to CUDA-graph replay (a `replay*` call) and
+    invalidates the translation cache on some path, flags every dispatch that some path
+    reaches without passing an invalidation first: the replay, and eager forwards
+    (`forward*` calls, `init_forward_metadata`). The invalidation must dominate all
+    dispatches. It counts however it is made: a call of an invalidation method, of a
+    helper that invalidates (the runner's own `maybe_invalidate_swa_loc_cache()`, a
+    base class's, another file's), or an inline reset of what the invalidation resets.
+    The eager path may be named anything (`self._eager(batch)`, `self.run_model(batch)`):
+    a replay reached before the invalidation the function's other path performs is
+    flagged whatever that path calls. A callee that invalidates before it dispatches
+    (`replay_prepare` starting with the invalidation) counts from after its
+    invalidation. A mode guard (`if self.is_hybrid_swa:`) is taken as true.
+
+    The rule applies where the audit holds a translation cache (DESIGN.md's scope
+    rules; see SWA001 for what counts as one) and defines an invalidation method: a
+    dispatch runs the model, which may be served from any such cache.
 
     ## Why is this bad?
     Every forward path (eager, graph replay, piecewise, breakable) must start from an
@@ -69,7 +91,7 @@ class ModelRunner:
             return self.forward_decode(forward_batch)
         return self.forward_extend(forward_batch)
 """,
-            files={"pool.py": "class Pool:\n    def invalidate_loc_cache(self):\n        pass\n"},
+            files=_POOL_FILE,
         ),
         # an early return that dispatches nothing needs no invalidation
         Valid(
@@ -85,7 +107,8 @@ class ModelRunner:
         if self.can_run(batch):
             return self.graph_runner.replay(batch)
         return self.forward_decode(batch)
-"""
+""",
+            files=_POOL_FILE,
         ),
         # the invalidation through a helper of the same class, in a try/finally
         Valid(
@@ -105,7 +128,8 @@ class ModelRunner:
             return self.forward_extend(batch)
         finally:
             self.invalidate_loc_cache()
-"""
+""",
+            files=_POOL_FILE,
         ),
         # a dispatcher that never invalidates is left to its caller
         Valid(
@@ -118,7 +142,8 @@ class ModelRunner:
         if can_run_graph:
             return self.graph_runner.replay(batch)
         return self.forward_decode(batch)
-"""
+""",
+            files=_POOL_FILE,
         ),
         # loops: each iteration invalidates before its dispatch
         Valid(
@@ -134,7 +159,38 @@ class ModelRunner:
                 self.graph_runner.replay(batch)
             else:
                 self.forward_extend(batch)
-"""
+""",
+            files=_POOL_FILE,
+        ),
+        # the callee invalidates before it dispatches
+        Valid(
+            """
+class GraphRunner:
+    def replay_prepare(self, batch):
+        self.model_runner.token_to_kv_pool.invalidate_loc_cache()
+        self.buffers.populate(batch)
+
+    def replay(self, batch):
+        self.replay_prepare(batch)
+        return self.graphs[batch.batch_size].replay()
+""",
+            files=_POOL_FILE,
+        ),
+        # the #26152 fix through the runner's own helper
+        Valid(
+            """
+class ModelRunner:
+    def reset_swa_translations(self):
+        if self.is_hybrid_swa:
+            self.token_to_kv_pool.invalidate_loc_cache()
+
+    def run_batch(self, batch):
+        self.reset_swa_translations()
+        if self.graph_runner.can_run(batch):
+            return self.graph_runner.replay(batch)
+        return self._eager(batch)
+""",
+            files=_POOL_FILE,
         ),
     ]
     INVALID = [
@@ -154,7 +210,39 @@ class ModelRunner:
         return self.forward_extend(forward_batch)
 """,
             line=5,
-            files={"pool.py": "class Pool:\n    def invalidate_loc_cache(self):\n        pass\n"},
+            files=_POOL_FILE,
+        ),
+        # #26152 through a helper: the invalidation is the runner's own method, and the
+        # replay returns before it
+        Invalid(
+            """
+class ModelRunner:
+    def reset_swa_translations(self):
+        if self.is_hybrid_swa:
+            self.token_to_kv_pool.invalidate_loc_cache()
+
+    def run_batch(self, batch):
+        if self.graph_runner.can_run(batch):
+            return self.graph_runner.replay(batch)
+        self.reset_swa_translations()
+        return self.forward_decode(batch)
+""",
+            line=9,
+            files=_POOL_FILE,
+        ),
+        # whatever the eager path is called, the replay skips the invalidation
+        Invalid(
+            """
+class Runner:
+    def step(self, batch):
+        if self.use_graph:
+            out = self.graph.replay()
+            return out
+        self.pool.invalidate_loc_cache()
+        return self.run_model(batch)
+""",
+            line=5,
+            files=_POOL_FILE,
         ),
         # the invalidation sits in one branch only
         Invalid(
@@ -171,6 +259,7 @@ class ModelRunner:
         return self.forward_extend(batch)
 """,
             line=10,
+            files=_POOL_FILE,
         ),
         # the invalidation comes after the dispatch
         Invalid(
@@ -188,6 +277,7 @@ class ModelRunner:
         return out
 """,
             line=8,
+            files=_POOL_FILE,
         ),
         # inherited helper (another file) invalidates, but only on the eager path
         Invalid(
@@ -204,6 +294,7 @@ class ModelRunner(BaseRunner):
 """,
             line=7,
             files={
+                **_POOL_FILE,
                 "base.py": """
 class BaseRunner:
     def invalidate_loc_cache(self):
@@ -211,7 +302,7 @@ class BaseRunner:
 
     def _reset_swa(self):
         self.invalidate_loc_cache()
-"""
+""",
             },
         ),
         # custom names from [tool.swacheck]
@@ -229,40 +320,35 @@ class ModelRunner:
 """,
             line=8,
             config={"invalidate-methods": ["flush_translations"]},
+            files={"pool.py": _POOL.replace("invalidate_loc_cache", "flush_translations")},
         ),
     ]
 
     @classmethod
     def triggers(cls, config: Config) -> frozenset[str] | None:
-        """Mapping, invalidation and translation names.
+        """``replay`` and the mapping, invalidation and translation names.
 
-        A finding needs a dispatcher that itself calls an invalidation method by name,
-        so its file holds an invalidation name. The other names are added so that every
-        file that takes part in summaries is parsed, whichever order rules are selected
-        (see ``order.relevant_text``), and the file defining the invalidation method
-        (the scope rule) always is.
+        A finding needs a dispatcher that calls a ``replay*`` method, so its file holds
+        ``replay``; its invalidation may come through a helper of another file. The
+        configured names are added so that every file that takes part in summaries is
+        parsed, whichever order rules are selected (see ``scope.relevant_text``), and
+        the file defining the invalidation method (the scope rule) always is.
         """
-        return config_terms(config)
+        return frozenset({*config_terms(config), "replay"})
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         flow = function_flow(self.context, node)
-        names = self.context.names
+        if not flow.any_step(INV):
+            return  # a dispatcher that never invalidates is left to its caller
         dispatches: list[tuple[int, int, Event]] = []
-        direct_invalidation = False
         reach = flow.data.reach
         for cfg_node, steps in enumerate(flow.analysis.events):
             if cfg_node not in reach:
                 continue
             for event in steps:
-                if event.kind == CALL and names.is_invalidate(event.name):
-                    direct_invalidation = True
                 if is_replay(event) or is_eager_forward(event, flow.name):
                     dispatches.append((cfg_node, self._position(flow, cfg_node, event), event))
-        if not direct_invalidation:
-            return
         if not any(is_replay(e) for _, _, e in dispatches):
-            return
-        if not any(is_eager_forward(e, flow.name) for _, _, e in dispatches):
             return
         for cfg_node, position, event in dispatches:
             if flow.invalidated_before(cfg_node, position):
@@ -271,9 +357,18 @@ class ModelRunner:
 
     @staticmethod
     def _position(flow: FunctionFlow, cfg_node: int, event: Event) -> int:
-        """The effect position an event's effects would start at (its call runs there)."""
-        for position, step in enumerate(flow.steps[cfg_node]):
+        """The effect position where an event dispatches: after the invalidation its
+        callee makes first (``replay_prepare`` invalidating before it populates), else
+        where its effects start."""
+        steps = flow.steps[cfg_node]
+        for position, step in enumerate(steps):
             if step.event is event:
+                while (
+                    position < len(steps)
+                    and steps[position].event is event
+                    and steps[position].kind == INV
+                ):
+                    position += 1
                 return position
         # Events with no effect of their own: count the effects of earlier events.
         count = 0
@@ -294,7 +389,7 @@ class ModelRunner:
                 step.event.line
                 for steps in flow.steps
                 for step in steps
-                if step.kind == "inv" and step.event.line
+                if step.kind == INV and step.event.line
             }
         )
         at = (

@@ -4,30 +4,29 @@ from __future__ import annotations
 
 import libcst as cst
 
-from swacheck.analysis.aliases import strip_views
-from swacheck.analysis.order import (
-    FunctionFlow,
-    OrderRule,
-    config_terms,
-    function_flow,
-)
-from swacheck.analysis.summaries import FILL
-from swacheck.analysis.walk import walk
-from swacheck.analysis.writes import CALL, WRITE, is_inplace_method
+from swacheck.analysis.caches import CacheModel
+from swacheck.analysis.dataflow import FILL
+from swacheck.analysis.fresh import FreshTensors, translating_helpers
+from swacheck.analysis.order import FunctionFlow, function_flow
+from swacheck.analysis.scope import config_terms
+from swacheck.analysis.writes import CALL
 from swacheck.config import Config
+from swacheck.order_rule import OrderRule
 from swacheck.rule import Invalid, Valid
 
-# The batch's own location tensor (what ``set_kv_buffer`` translates); translating it
-# (or a slice of it) is the cache's normal use.
-BATCH_LOCATION_NAMES = frozenset({"out_cache_loc"})
-
+# A memoising translation (SGLang #25824's cache): what a fresh tensor's translation
+# can be served from, and leaves behind.
 _POOL = """
 class SWAKVPool:
     def invalidate_loc_cache(self):
         self._cached_loc_key = None
 
     def translate_loc_from_full_to_swa(self, kv_indices):
-        return self.full_to_swa_index_mapping[kv_indices]
+        key = (kv_indices.data_ptr(), kv_indices.numel())
+        if key != self._cached_loc_key:
+            self._cached_swa_loc = self.full_to_swa_index_mapping[kv_indices]
+            self._cached_loc_key = key
+        return self._cached_swa_loc
 """
 
 
@@ -35,15 +34,26 @@ class FreshTensorTranslationWithoutFlush(OrderRule):
     """
     ## What it does
     Flags a call of a translation method (`translate-methods`) on a freshly computed
-    index tensor (one this function creates, or fills in place, by a kernel launch
-    or through `out=`, such as `window_kv_indices`) that is not bracketed by
+    index tensor (one this function creates, gathers such as a page table
+    `self.req_to_token[req_pool_indices, idx]`, or fills in place, by a kernel launch
+    or through `out=`, such as `window_kv_indices`), or a call handing such a tensor to
+    a function of the same file that translates (a view of) that parameter, directly
+    or through another such function (`self._copy_swa_page_table(metadata, pages)`
+    reaching `self._maybe_translate_swa(pages)`), that is not bracketed by
     invalidations: some path reaches the call without an invalidation since the last
     fill, or leaves it without an invalidation before the next fill or the end of the
     function. Translating the batch's own location tensor (`out_cache_loc`,
     `forward_batch.out_cache_loc`, slices and aliases of it) or a tensor of unknown
-    origin (a parameter) is the cache's normal use and is not flagged; neither is a
-    call on a pool whose class the audit knows and which does not cache (no
-    invalidation method, or a no-op one).
+    origin (a parameter) is the cache's normal use and is not flagged.
+
+    Only translations a cache can serve count (DESIGN.md's scope rules): the translate
+    method of the receiver's class (or of a subclass of it) memoises, keeping its result
+    on `self` between calls, or hands the call to an object whose translation does
+    (`return self._kvcache.translate_loc_from_full_to_swa(loc)`); a receiver of unknown
+    class counts where the audit has a memoising translate. A plain gather serves
+    nothing from a cache, and an attribute cache filled inside a pool's own methods is
+    not filled by a translation made elsewhere, so the rule is inactive where no
+    audited file has a memoising translate.
 
     ## Why is this bad?
     The pool memoises one translation keyed on the location tensor (I7). Translating
@@ -120,26 +130,50 @@ class Backend:
 """
             },
         ),
-        # a pool the audit knows does not cache (no-op invalidation)
+        # a pool whose class the audit knows translates with a plain gather: nothing is
+        # served from a cache, although another class of the audit memoises
         Valid(
             """
 import torch
-from pool import BaseSWAKVPool
+from pool import PlainPool
 
-def translate_window(pool: BaseSWAKVPool, n):
+def translate_window(pool: PlainPool, n):
     idx = torch.arange(n)
     return pool.translate_loc_from_full_to_swa(idx)
 """,
             files={
                 "pool.py": """
-class BaseSWAKVPool:
+import torch
+
+class PlainPool:
     def invalidate_loc_cache(self):
         pass
 
     def translate_loc_from_full_to_swa(self, kv_indices):
-        return kv_indices
-"""
+        return self.full_to_swa_index_mapping[kv_indices].to(torch.int32)
+""",
+                "cached.py": _POOL,
             },
+        ),
+        # a helper translates what it is handed; the caller flushes around the call
+        Valid(
+            """
+import torch
+
+class PagedBackend:
+    def _to_swa(self, token_indices):
+        return self.pool.translate_loc_from_full_to_swa(token_indices.reshape(-1))
+
+    def _fill_swa_pages(self, metadata, page_indices):
+        metadata.swa_pages.copy_(self._to_swa(page_indices))
+
+    def init_metadata(self, metadata, req_pool_indices, strided):
+        page_indices = self.req_to_token[req_pool_indices[:, None], strided[None, :]]
+        self.pool.invalidate_loc_cache()
+        self._fill_swa_pages(metadata, page_indices)
+        self.pool.invalidate_loc_cache()
+""",
+            files={"pool.py": _POOL},
         ),
     ]
     INVALID = [
@@ -209,6 +243,64 @@ class Backend:
             line=9,
             files={"pool.py": _POOL},
         ),
+        # the allocator hands the translation to its pool, whose translate memoises
+        Invalid(
+            """
+import torch
+from alloc import Allocator
+
+class Backend:
+    def __init__(self, allocator: Allocator):
+        self.allocator = allocator
+
+    def window(self, n):
+        idx = torch.arange(n)
+        return self.allocator.translate_loc_from_full_to_swa(idx)
+""",
+            line=11,
+            files={
+                "pool.py": _POOL,
+                "alloc.py": """
+from pool import SWAKVPool
+
+class Allocator:
+    def __init__(self, kvcache: SWAKVPool):
+        self._kvcache = kvcache
+
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        return self._kvcache.translate_loc_from_full_to_swa(kv_indices)
+""",
+            },
+        ),
+        # a page-table gather is a fresh tensor, translated here through two helpers
+        Invalid(
+            """
+import torch
+
+class PagedBackend:
+    def _to_swa(self, token_indices):
+        return self.pool.translate_loc_from_full_to_swa(token_indices.reshape(-1))
+
+    def _fill_swa_pages(self, metadata, page_indices):
+        metadata.swa_pages.copy_(self._to_swa(page_indices))
+
+    def init_metadata(self, metadata, req_pool_indices, strided):
+        page_indices = self.req_to_token[req_pool_indices[:, None], strided[None, :]]
+        self._fill_swa_pages(metadata, page_indices)
+""",
+            line=13,
+            files={"pool.py": _POOL},
+        ),
+        # a gather translated directly
+        Invalid(
+            """
+def window_pages(token_to_kv_pool, req_to_token, req_pool_indices):
+    pages = req_to_token[req_pool_indices]
+    return token_to_kv_pool.translate_loc_from_full_to_swa(pages)
+""",
+            line=4,
+            files={"pool.py": _POOL},
+        ),
         # custom names from [tool.swacheck]
         Invalid(
             """
@@ -219,12 +311,14 @@ class Pool:
         self._cache = None
 
     def to_swa(self, idx):
-        return self.table[idx]
+        if self._cache is None:
+            self._cache = self.table[idx]
+        return self._cache
 
     def window(self, n):
         return self.to_swa(torch.arange(n))
 """,
-            line=12,
+            line=14,
             config={
                 "translate-methods": ["to_swa"],
                 "invalidate-methods": ["flush_translations"],
@@ -244,129 +338,54 @@ class Pool:
         """
         return config_terms(config)
 
+    @classmethod
+    def applies_to(cls, caches: CacheModel) -> bool:
+        """Only a memoising translate is filled and served by a translation call."""
+        return caches.any_memo
+
+    @classmethod
+    def missing_cache(cls, config: Config) -> str:
+        return f"no memoising {', '.join(config.translate_methods)} in the audited files"
+
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         names = self.context.names
         if names.is_translate(node.name.value) or names.is_invalidate(node.name.value):
             return
         flow = function_flow(self.context, node)
-        fresh_names: set[str] | None = None
+        fresh = FreshTensors(self.context, flow)
+        helpers = translating_helpers(self.context)
+        cls = flow.cls.name if flow.cls is not None else None
         for cfg_node, position, step in flow.positions_of(FILL):
             event = step.event
-            if event.kind != CALL or not names.is_translate(event.name):
+            if event.kind != CALL:
                 continue
             call = event.node
-            args = [a.value for a in call.args]
-            if not args:
-                continue
-            if fresh_names is None:
-                fresh_names = self._fresh_names(flow)
-            described = self._fresh(args[0], flow, fresh_names)
-            if described is None or not self._callee_caches(flow, event):
-                continue
-            before = flow.data.clean_before(cfg_node, position)
-            after = flow.data.covered_after(cfg_node, position, stop_at_fill=True)
-            if before and after:
-                continue
-            method = self.context.config.invalidate_methods[0]
-            missing = [side for side, ok in (("before", before), ("after", after)) if not ok]
-            self.report(
-                call,
-                f"Translation of the freshly computed `{described}` is not bracketed by "
-                f"`{method}()`: no flush {' and '.join(missing)} it on every path (I7)",
-            )
+            if names.is_translate(event.name):
+                handed = [a.value for a in call.args if a.keyword is None][:1]
+                through = ""
+            else:
+                callee = helpers.callee(call, cls) if step.target is not None else None
+                if callee is None:
+                    continue
+                handed = helpers.handed(call, callee)
+                through = f" (translated in `{callee.name.value}()`)"
+            for arg in handed:
+                described = fresh.describe(arg)
+                if described is not None:
+                    self._check(flow, cfg_node, position, call, f"`{described}`{through}")
+                    break
 
-    # -- what is fresh --------------------------------------------------------------
-
-    def _fresh(self, arg: cst.BaseExpression, flow: FunctionFlow, fresh: set[str]) -> str | None:
-        """A short description of ``arg`` when it is a fresh tensor, else None."""
-        base, _ = strip_views(arg)
-        code = self.context.module.code_for_node(base)
-        if isinstance(base, cst.Attribute):
-            if base.attr.value in BATCH_LOCATION_NAMES:
-                return None
-            written = False
-            for events in flow.analysis.events:
-                for event in events:
-                    if event.kind == WRITE and event.name == base.attr.value:
-                        written = True
-            return code if written else None
-        if isinstance(base, cst.Name):
-            if base.value in BATCH_LOCATION_NAMES:
-                return None
-            return base.value if base.value in fresh else None
-        if isinstance(base, cst.Call):
-            return code if len(code) <= 40 else code[:37] + "..."
-        return None
-
-    def _fresh_names(self, flow: FunctionFlow) -> set[str]:
-        """Names holding a tensor computed in this function.
-
-        A local bound (on every binding) to a computation, or any name written in place
-        here (``x.copy_(...)``, ``x[i] = ...``, ``kernel[grid](..., x)``, ``out=x``); a
-        local bound to a slice/alias of the batch locations or of a parameter is not.
-        """
-        params = set(flow.analysis.params)
-        computed: dict[str, bool] = {}
-        written: set[str] = set()
-
-        class Visitor(cst.CSTVisitor):
-            def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-                return node is flow.function
-
-            def visit_Lambda(self, node: cst.Lambda) -> bool:
-                return False
-
-            def visit_Assign(self, node: cst.Assign) -> None:
-                for target in node.targets:
-                    bind(target.target, node.value)
-
-            def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-                if node.value is not None:
-                    bind(node.target, node.value)
-
-            def visit_Call(self, node: cst.Call) -> None:
-                func = node.func
-                if isinstance(func, cst.Subscript):
-                    for arg in node.args:
-                        mark(arg.value)
-                elif isinstance(func, cst.Attribute) and is_inplace_method(func.attr.value):
-                    mark(func.value)
-                for arg in node.args:
-                    if arg.keyword is not None and arg.keyword.value == "out":
-                        mark(arg.value)
-
-        def mark(expr: cst.BaseExpression) -> None:
-            base, _ = strip_views(expr)
-            if isinstance(base, cst.Name):
-                written.add(base.value)
-
-        def bind(target: cst.BaseExpression, value: cst.BaseExpression) -> None:
-            if isinstance(target, cst.Subscript):
-                mark(target.value)
-                return
-            if not isinstance(target, cst.Name):
-                return
-            base, _ = strip_views(value)
-            is_computation = isinstance(base, cst.Call | cst.BinaryOperation)
-            if isinstance(base, cst.Name | cst.Attribute):
-                is_computation = False
-            computed[target.value] = computed.get(target.value, True) and is_computation
-
-        walk(flow.function, Visitor())
-        fresh = {n for n, ok in computed.items() if ok and n not in params}
-        return (fresh | written) - BATCH_LOCATION_NAMES
-
-    def _callee_caches(self, flow: FunctionFlow, event) -> bool:  # type: ignore[no-untyped-def]
-        """False only when the receiver's class is known and has no real cache."""
-        resolver = flow.resolver
-        owner = resolver.receiver_class(
-            event.receiver, flow.cls, flow.analysis.local_types, self.context.path
+    def _check(
+        self, flow: FunctionFlow, cfg_node: int, position: int, call: cst.Call, what: str
+    ) -> None:
+        before = flow.data.clean_before(cfg_node, position)
+        after = flow.data.covered_after(cfg_node, position, stop_at_fill=True)
+        if before and after:
+            return
+        method = self.context.config.invalidate_methods[0]
+        missing = [side for side, ok in (("before", before), ("after", after)) if not ok]
+        self.report(
+            call,
+            f"Translation of the freshly computed {what} is not bracketed by "
+            f"`{method}()`: no flush {' and '.join(missing)} it on every path (I7)",
         )
-        if owner is None:
-            return True
-        for method in self.context.config.invalidate_methods:
-            target = resolver.find_method(owner, method)
-            if target is not None:
-                skeleton = resolver.skeleton(target)
-                return skeleton is None or not skeleton.trivial
-        return False

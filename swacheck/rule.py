@@ -73,9 +73,6 @@ class Rule(cst.BatchableCSTVisitor):
     # The invariant (DESIGN.md) and the seed PR(s) the rule comes from.
     invariant: ClassVar[str] = ""
     origin: ClassVar[str] = ""
-    # Whether the rule reads method summaries (the first pass then builds every
-    # function's CFG and events, the costly part of an audit).
-    uses_summaries: ClassVar[bool] = False
     # Whether ``triggers`` holds per top-level definition, not just per file: a finding
     # and every fact it reads lie in top-level ``def``/``class`` blocks (or module-level
     # code) holding a trigger. When all rules of an audit are, the engine blanks the
@@ -109,9 +106,17 @@ class Rule(cst.BatchableCSTVisitor):
         return None
 
     @classmethod
-    def is_active(cls, project: ProjectIndex) -> bool:
-        """Whether the rule applies to this audit at all (DESIGN.md's scope rules)."""
-        return True
+    def needs_skeletons(cls, context: FileContext) -> bool:
+        """Whether the first pass must build this file's function skeletons (CFGs and
+        events, the costly part of an audit) for the rule's method summaries. Decided on
+        the file alone, so that the prefilter cannot change it."""
+        return False
+
+    @classmethod
+    def inactive_reason(cls, project: ProjectIndex, config: Config) -> str | None:
+        """Why the rule does not apply to this audit at all (DESIGN.md's scope rules), or
+        ``None`` when it does; decided on the first pass's facts."""
+        return None
 
     @classmethod
     def activation(cls, config: Config) -> tuple[frozenset[str], re.Pattern[bytes]] | None:
@@ -119,8 +124,9 @@ class Rule(cst.BatchableCSTVisitor):
 
         ``(literals, pattern)``: a file counts when it holds one of the literals and
         matches the pattern. Checked on raw bytes before anything is parsed, so a rule
-        that cannot apply (DESIGN.md's scope rules) costs nothing; must agree with
-        :meth:`is_active`, which decides on the parsed facts.
+        that cannot apply (DESIGN.md's scope rules) costs nothing. It must be a necessary
+        condition of :meth:`inactive_reason` returning ``None`` (which decides on the
+        parsed facts), so that ``--no-prefilter`` gives the same findings.
         """
         return None
 

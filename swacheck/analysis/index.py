@@ -3,7 +3,7 @@
 Built in the engine's first pass from every candidate file: classes with their bases,
 methods, the attributes they own (and the class of those whose class can be read off
 the source), every function's config-free skeleton for method summaries
-(:mod:`swacheck.analysis.summaries`), and, per rule, whatever facts the rule collects for
+(:mod:`swacheck.analysis.skeletons`), and, per rule, whatever facts the rule collects for
 cross-file reasoning (``Rule.collect_facts``). Everything here is plain picklable data
 so worker processes and the result cache can carry it; config-aware results computed
 from it during the check are memoised per index (:meth:`ProjectIndex.memo`) and never
@@ -20,7 +20,7 @@ import libcst as cst
 from libcst.metadata import CodeRange
 
 from swacheck.analysis.names import dotted_name, target_name
-from swacheck.analysis.summaries import (
+from swacheck.analysis.skeletons import (
     FunctionSkeleton,
     annotation_class,
     constructed_class,

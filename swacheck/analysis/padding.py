@@ -249,7 +249,7 @@ def _buffer_of(expr: cst.BaseExpression) -> cst.Attribute | None:
     return expr if isinstance(expr, cst.Attribute) else None
 
 
-def _is_zero(expr: cst.BaseExpression) -> bool:
+def is_zero(expr: cst.BaseExpression) -> bool:
     if isinstance(expr, cst.Integer):
         return expr.evaluated_value == 0
     if isinstance(expr, cst.Float):
@@ -309,7 +309,7 @@ class _WriteCollector(cst.CSTVisitor):
             buffer = _buffer_of(func.value)
             if buffer is not None:
                 zero = func.attr.value == "zero_" or (
-                    len(node.args) == 1 and _is_zero(node.args[0].value)
+                    len(node.args) == 1 and is_zero(node.args[0].value)
                 )
                 self.writes.append(
                     BufferWrite(buffer.value, buffer.attr.value, node, "reset", zero, self._guard)
@@ -323,7 +323,7 @@ class _WriteCollector(cst.CSTVisitor):
         if isinstance(target, cst.Subscript):
             buffer = _buffer_of(target)
             if buffer is not None:
-                zero = _is_zero(value)
+                zero = is_zero(value)
                 self.writes.append(
                     BufferWrite(buffer.value, buffer.attr.value, node, "store", zero, self._guard)
                 )

@@ -86,6 +86,9 @@ class Event:
     # WRITE, rebinding: what is bound: NEW (a freshly constructed ``Cls(...)``), NONE
     # (``None``), or "" (anything else).
     value: str = ""
+    # CALL: the attributes passed as arguments (``receiver.attr`` text, through local
+    # aliases and views), e.g. a pool handing its mapping table to another object.
+    passes: tuple[str, ...] = ()
     # The CST node (call, or written target); ``None`` once made picklable.
     node: Any = field(default=None, compare=False, repr=False)
 
@@ -153,7 +156,7 @@ class EventCollector:
                 ref.via,
                 rebinding,
                 value,
-                node,
+                node=node,
             )
         )
 
@@ -173,9 +176,18 @@ class EventCollector:
             name, receiver = func.value, None
         else:
             return
+        passes = tuple(
+            ref.text for arg in call.args if (ref := attr_ref(arg.value, self.aliases)) is not None
+        )
         self.events.append(
             Event(
-                CALL, name, receiver, self._line(call), conditional=self._conditional > 0, node=call
+                CALL,
+                name,
+                receiver,
+                self._line(call),
+                conditional=self._conditional > 0,
+                passes=passes,
+                node=call,
             )
         )
 

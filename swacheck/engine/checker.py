@@ -35,7 +35,7 @@ def collect_facts(
 ) -> ModuleFacts | Finding:
     """The file's first-pass facts; SWA999 if it is nested too deeply to analyse."""
     context = _context(path, parsed, config, ProjectIndex())
-    summaries = any(rule.uses_summaries for rule in rules)
+    summaries = any(rule.needs_skeletons(context) for rule in rules)
     try:
         with memoized_children():
             positions = context.positions if summaries else None

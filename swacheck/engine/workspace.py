@@ -545,10 +545,11 @@ class Workspace:
             project, digest = self._project_index(records)
             active = []
             for rule in rules:
-                if rule.is_active(project):
+                reason = rule.inactive_reason(project, self.config)
+                if reason is None:
                     active.append(rule)
                 else:
-                    result.inactive[rule.code] = _inactive(rule.code)
+                    result.inactive[rule.code] = reason
             self._second_pass(
                 by_key, sources, records, project, digest, profile, active, passes, result
             )
@@ -767,5 +768,6 @@ class Workspace:
 
 
 def _inactive(code: str) -> str:
-    """Why a rule did not apply; the rule's page says what its scope is."""
-    return f"no file of the project is in its scope (see `swacheck rule {code}`)"
+    """Why a rule did not apply, known before anything is parsed: no file opens its scope
+    (``Rule.activation``). Once files are parsed, the rule says why (``inactive_reason``)."""
+    return f"no file of the project holds what its scope needs (see `swacheck rule {code}`)"

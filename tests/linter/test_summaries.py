@@ -12,8 +12,9 @@ from swacheck.analysis.aliases import local_aliases
 from swacheck.analysis.cfg import build_cfg
 from swacheck.analysis.index import ProjectIndex, index_module
 from swacheck.analysis.names import Names
-from swacheck.analysis.order import ScopeFacts
-from swacheck.analysis.summaries import SummaryResolver, Target
+from swacheck.analysis.resolve import Target
+from swacheck.analysis.scope import ScopeFacts
+from swacheck.analysis.summaries import SummaryResolver
 from swacheck.analysis.writes import WRITE, node_events
 from swacheck.config import Config
 
@@ -123,7 +124,9 @@ FILES = {
                 pass
 
             def translate_loc_from_full_to_swa(self, loc):
-                return self.full_to_swa_index_mapping[loc]
+                if self._cached is None:
+                    self._cached = self.full_to_swa_index_mapping[loc]
+                return self._cached
 
         class SWAKVPool(BasePool):
             def invalidate_loc_cache(self):
@@ -236,7 +239,7 @@ def test_device_extension_inplace_functions_write_their_first_argument() -> None
 
 
 def test_swa_mode_flags_are_predicates_about_swa_itself() -> None:
-    from swacheck.analysis.summaries import is_swa_mode_flag
+    from swacheck.analysis.modes import is_swa_mode_flag
 
     for name in ("is_hybrid_swa", "has_swa", "HAS_SWA", "use_swa", "is_swa_enabled"):
         assert is_swa_mode_flag(name), name

@@ -102,6 +102,10 @@ def test_inserted_statement_is_indented_like_its_anchor_after_a_form_feed(
         "class Allocator:\n"
         "    def invalidate_loc_cache(self):\n"
         "        self._cached_loc_key = None\n\n"
+        "    def translate_loc_from_full_to_swa(self, loc):\n"
+        "        if self._cached_loc_key is None:\n"
+        "            self._cached_loc_key = self.full_to_swa_index_mapping[loc]\n"
+        "        return self._cached_loc_key\n\n"
         "    def free(self, idx):\n"
         "        self.full_to_swa_index_mapping[idx] = 0\n"
     )

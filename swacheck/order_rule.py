@@ -1,0 +1,70 @@
+"""The base of the order rules (SWA001, SWA004, SWA005, SWA007): their shared scope."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from swacheck.analysis.names import Names
+from swacheck.analysis.scope import ScopeFacts, activation, config_terms, scope_facts
+from swacheck.analysis.summaries import project_resolver
+from swacheck.rule import Rule
+
+if TYPE_CHECKING:
+    from swacheck.analysis.caches import CacheModel
+    from swacheck.analysis.index import ProjectIndex
+    from swacheck.config import Config
+    from swacheck.context import FileContext
+
+
+class OrderRule(Rule):
+    """Base of the order rules (SWA001, SWA004, SWA005, SWA007): their shared scope.
+
+    They read method summaries and share one per-file :class:`ScopeFacts`. They apply
+    only where a translation cache exists (:mod:`swacheck.analysis.caches`) and the
+    audit defines an invalidation method: the second is decided on raw bytes before
+    parsing (``activation``), both on the parsed facts (``inactive_reason``). Their
+    trigger set is the configured names (``config_terms``); a rule may add to it.
+    """
+
+    @classmethod
+    def needs_skeletons(cls, context: FileContext) -> bool:
+        """Files that take part in summaries (a configured name) or mention SWA (the
+        classes a capture runner may hold); other files' functions are read off their
+        tree when the file itself is checked."""
+        return scope_facts(context).mentions_swa
+
+    @classmethod
+    def triggers(cls, config: Config) -> frozenset[str] | None:
+        return config_terms(config)
+
+    @classmethod
+    def activation(cls, config: Config) -> tuple[frozenset[str], re.Pattern[bytes]]:
+        return activation(config)
+
+    @classmethod
+    def inactive_reason(cls, project: ProjectIndex, config: Config) -> str | None:
+        facts = [f for _, f in project.rule_facts(cls.code) if isinstance(f, ScopeFacts)]
+        if not any(f.defines_invalidate for f in facts):
+            return f"no audited file defines {', '.join(config.invalidate_methods)}"
+        caches = project_resolver(project, Names(config)).caches
+        if not cls.applies_to(caches):
+            return cls.missing_cache(config)
+        return None
+
+    @classmethod
+    def applies_to(cls, caches: CacheModel) -> bool:
+        """Whether the audit's caches are of a kind the rule is about."""
+        return caches.any_cache
+
+    @classmethod
+    def missing_cache(cls, config: Config) -> str:
+        translate = ", ".join(config.translate_methods)
+        return (
+            f"no translation cache in the audited files (a memoising {translate}, "
+            "or an attribute filled from one that the invalidation resets)"
+        )
+
+    @classmethod
+    def collect_facts(cls, context: FileContext) -> ScopeFacts:
+        return scope_facts(context)

@@ -1,0 +1,227 @@
+"""The cache model: which classes hold a translation cache and what each can see."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from swacheck.analysis.caches import CacheModel
+from swacheck.analysis.index import ProjectIndex, index_module
+from swacheck.analysis.names import Names
+from swacheck.analysis.scope import ScopeFacts
+from swacheck.analysis.summaries import SummaryResolver
+from swacheck.config import Config
+
+
+def _model(files: dict[str, str]) -> tuple[CacheModel, SummaryResolver]:
+    modules = []
+    for path, text in files.items():
+        wrapper = MetadataWrapper(cst.parse_module(textwrap.dedent(text)))
+        facts = index_module(wrapper.module, path, positions=wrapper.resolve(PositionProvider))
+        facts.rule_facts["SWA001"] = ScopeFacts(True, True)
+        modules.append(facts)
+    resolver = SummaryResolver(ProjectIndex(modules), Names(Config()), frozenset(files))
+    return resolver.caches, resolver
+
+
+def _class(resolver: SummaryResolver, name: str):  # type: ignore[no-untyped-def]
+    info = resolver.resolve_class(name)
+    assert info is not None, name
+    return info
+
+
+MEMO = """
+    class CachedPool:
+        def register_mapping(self, table):
+            self.full_to_swa_index_mapping = table
+            self.invalidate_loc_cache()
+
+        def invalidate_loc_cache(self):
+            self._key = None
+
+        def translate_loc_from_full_to_swa(self, loc):
+            key = (loc.data_ptr(), loc.numel())
+            if key != self._key:
+                self._swa = self.full_to_swa_index_mapping[loc]
+                self._key = key
+            return self._swa
+"""
+
+PLAIN = """
+    class PlainPool:
+        def register_mapping(self, table):
+            self.full_to_swa_index_mapping = table
+
+        def invalidate_loc_cache(self):
+            pass
+
+        def translate_loc_from_full_to_swa(self, loc):
+            return self.full_to_swa_index_mapping[loc]
+"""
+
+
+def test_a_memoising_translate_is_a_cache_and_a_plain_gather_is_not() -> None:
+    model, resolver = _model({"cached.py": MEMO, "plain.py": PLAIN})
+    assert model.caches(_class(resolver, "CachedPool"))
+    assert not model.caches(_class(resolver, "PlainPool"))
+    assert model.any_memo and model.any_cache
+
+
+def test_a_memo_behind_an_early_return_is_a_cache() -> None:
+    source = """
+        class Pool:
+            def invalidate_loc_cache(self):
+                self._key = None
+
+            def translate_loc_from_full_to_swa(self, loc):
+                if self._key == loc.data_ptr():
+                    return self._swa
+                self._swa = self.full_to_swa_index_mapping[loc]
+                self._key = loc.data_ptr()
+                return self._swa
+    """
+    model, resolver = _model({"pool.py": source})
+    assert model.memoising and model.caches(_class(resolver, "Pool"))
+
+
+def test_an_attribute_filled_when_empty_is_a_cache_a_refreshed_one_is_not() -> None:
+    kept = """
+        class Kept:
+            def invalidate_loc_cache(self):
+                self.cached_loc = None
+
+            def translate_loc_from_full_to_swa(self, loc):
+                return self.full_to_swa_index_mapping[loc]
+
+            def write(self, raw_loc):
+                if self.cached_loc is None:
+                    self.cached_loc = self.translate_loc_from_full_to_swa(raw_loc)
+                return self.cached_loc
+    """
+    # Refilled whenever the caller's schedule says so, whatever the cache holds: the
+    # refill runs under `layer_id == self.first_layer` alone (DeepSeek V4's pool).
+    refreshed = kept.replace("Kept", "Refreshed").replace(
+        "if self.cached_loc is None:",
+        "if layer_id == self.first_layer or self.cached_loc is None:",
+    )
+    # The same written as the `else` of an `and`.
+    negated = """
+        class Negated:
+            def invalidate_loc_cache(self):
+                self.cached_loc = None
+
+            def write(self, layer_id, raw_loc):
+                if self.cached_loc is not None and layer_id != self.first_layer:
+                    return self.cached_loc
+                else:
+                    self.cached_loc = self.pool.translate_loc_from_full_to_swa(raw_loc)
+                return self.cached_loc
+    """
+    # The attribute the invalidation does not reset is not the cache it clears.
+    unreset = kept.replace("Kept", "Unreset").replace(
+        "self.cached_loc = None", "self.other = None", 1
+    )
+    model, resolver = _model(
+        {"kept.py": kept, "refreshed.py": refreshed, "negated.py": negated, "unreset.py": unreset}
+    )
+    assert model.caches(_class(resolver, "Kept"))
+    assert not model.caches(_class(resolver, "Refreshed"))
+    assert not model.caches(_class(resolver, "Negated"))
+    assert not model.caches(_class(resolver, "Unreset"))
+    assert not model.any_memo  # an attribute cache is not served by translate calls
+
+
+ALLOCATOR = """
+    import torch
+    from cached import CachedPool
+    from plain import PlainPool
+
+    class SharingAllocator:
+        def __init__(self, kvcache: CachedPool, size):
+            self.full_to_swa_index_mapping = torch.zeros(size)
+            self._kvcache = kvcache
+            self._kvcache.register_mapping(self.full_to_swa_index_mapping)
+
+        def translate_loc_from_full_to_swa(self, loc):
+            return self._kvcache.translate_loc_from_full_to_swa(loc)
+
+    class PlainAllocator:
+        def __init__(self, kvcache: PlainPool, size):
+            self.full_to_swa_index_mapping = torch.zeros(size)
+            self._kvcache = kvcache
+            kvcache.register_mapping(self.full_to_swa_index_mapping)
+
+        def translate_loc_from_full_to_swa(self, loc):
+            return self._kvcache.translate_loc_from_full_to_swa(loc)
+
+    class LooseAllocator:
+        def __init__(self, kvcache, size):
+            self.full_to_swa_index_mapping = torch.zeros(size)
+            kvcache.register_mapping(self.full_to_swa_index_mapping)
+            torch.save(self.full_to_swa_index_mapping, "table.pt")
+
+    class Keeper:
+        def __init__(self, size):
+            self.full_to_swa_index_mapping = torch.zeros(size)
+            torch.save(self.full_to_swa_index_mapping, "table.pt")
+"""
+
+
+def test_a_table_handed_to_a_caching_pool_is_seen_by_its_cache() -> None:
+    model, resolver = _model({"cached.py": MEMO, "plain.py": PLAIN, "alloc.py": ALLOCATOR})
+    assert model.sees_table(_class(resolver, "SharingAllocator"))
+    assert not model.sees_table(_class(resolver, "PlainAllocator"))
+    # handed to an object of unknown class: any pool that binds a table may hold it
+    assert model.sees_table(_class(resolver, "LooseAllocator"))
+    # handed only to functions that keep no table
+    assert not model.sees_table(_class(resolver, "Keeper"))
+    # an object of unknown class may be any
+    assert model.sees_table(None)
+    # rebinding changes one object's attribute: only that object's own cache sees it
+    assert not model.sees_rebinding(_class(resolver, "SharingAllocator"))
+    assert not model.sees_rebinding(_class(resolver, "PlainPool"))
+    assert model.sees_rebinding(_class(resolver, "CachedPool"))
+
+
+def test_a_translation_is_served_from_a_cache_through_delegation() -> None:
+    model, resolver = _model({"cached.py": MEMO, "plain.py": PLAIN, "alloc.py": ALLOCATOR})
+    assert model.serves(_class(resolver, "CachedPool"))
+    assert model.serves(_class(resolver, "SharingAllocator"))
+    assert not model.serves(_class(resolver, "PlainPool"))
+    assert not model.serves(_class(resolver, "PlainAllocator"))
+    assert model.serves(None)  # unknown: a memoising translate exists in the audit
+
+
+def test_an_object_typed_by_a_base_may_be_a_caching_subclass() -> None:
+    base = """
+        class BasePool:
+            def invalidate_loc_cache(self):
+                pass
+
+            def register_mapping(self, table):
+                raise NotImplementedError
+
+            def translate_loc_from_full_to_swa(self, loc):
+                raise NotImplementedError
+    """
+    sub = MEMO.replace("class CachedPool:", "class CachedPool(BasePool):")
+    alloc = """
+        from base import BasePool
+
+        class Allocator:
+            def __init__(self, kvcache: BasePool):
+                self._kvcache = kvcache
+                kvcache.register_mapping(self.full_to_swa_index_mapping)
+    """
+    model, resolver = _model({"base.py": base, "cached.py": sub, "alloc.py": alloc})
+    assert model.serves(_class(resolver, "BasePool"))
+    assert model.sees_table(_class(resolver, "Allocator"))
+    assert model.sees_rebinding(_class(resolver, "BasePool"))
+
+
+def test_no_cache_anywhere() -> None:
+    model, _resolver = _model({"plain.py": PLAIN})
+    assert not model.any_cache and not model.any_memo
+    assert not model.sees_table(None) and not model.serves(None)
