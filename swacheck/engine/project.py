@@ -65,11 +65,12 @@ class FileState(NamedTuple):
     """What the engine learnt from one version of a file's bytes (all config-dependent)."""
 
     digest: str
-    # Some enabled rule's triggers occur in it (the prefilter lets it through).
-    relevant: bool
+    # The enabled rules whose triggers occur in it (the prefilter lets it through for
+    # them; which of them apply is decided per audit, from every file's ``opens``).
+    triggered: tuple[str, ...]
     # Codes of the rules whose scope (``RuleSpec.activation``) it opens.
     opens: tuple[str, ...]
-    # It holds a ``noqa`` comment that may name an SWA code (for unused-noqa reports).
+    # It holds a noqa comment that may name an SWA code (read for SWA100).
     noqa: bool
 
 

@@ -46,7 +46,6 @@ from swacheck.engine.codes import ENGINE_CODES
 from swacheck.engine.facts_store import FactsRecord, FactsStore
 from swacheck.engine.fixer import fixable, write_atomic
 from swacheck.engine.gc_pause import gc_paused
-from swacheck.engine.noqa import suppressions, unused
 from swacheck.engine.prefilter import Prefilter
 from swacheck.engine.project import (
     FileState,
@@ -60,6 +59,7 @@ from swacheck.engine.result import AuditResult
 from swacheck.engine.selection import ignored_for_path, is_ignored
 from swacheck.engine.sources import Source, display_path, relative_to_root
 from swacheck.finding import PARSE_ERROR_CODE, UNUSED_NOQA_CODE, Finding, Position
+from swacheck.triggers import TriggerSet
 
 if TYPE_CHECKING:
     from swacheck.analysis.index import ModuleFacts, ProjectIndex
@@ -68,7 +68,8 @@ if TYPE_CHECKING:
     from swacheck.rule import Rule
 
 DEFAULT_ENGINE_CODES = frozenset(c.code for c in ENGINE_CODES if c.default)
-_NOQA_WORD = re.compile(rb"noqa", re.IGNORECASE)
+# A noqa comment that may name an SWA code (what SWA100 reads).
+_SWA_NOQA = re.compile(rb"noqa[ \t]*:[^\n]*swa", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,11 @@ class _File:
     @property
     def path(self) -> Path:
         return Path(self.location)
+
+
+def _relevant(state: FileState, codes: set[str]) -> bool:
+    """Whether the triggers of one of the rules ``codes`` occur in the file."""
+    return any(code in codes for code in state.triggered)
 
 
 def _as_shown(key: str) -> str:
@@ -152,7 +158,12 @@ class Workspace:
         if cache:
             salted = [*codes, *sorted(engine_codes)]
             self._cache = result_cache(config, cache_dir).for_rules(salted)
-        self._relevance = Prefilter(self.specs)
+        # Any enabled rule's triggers (a quick rejection), then each rule's own.
+        self._any_trigger = Prefilter(self.specs)
+        self._triggers = [
+            (spec.code, None if spec.triggers is None else TriggerSet(spec.triggers))
+            for spec in self.specs
+        ]
         self._activations = [
             (spec.code, [literal.encode() for literal in spec.activation[0]], spec.activation[1])
             for spec in self.specs
@@ -256,21 +267,27 @@ class Workspace:
         run_key = self._run_key(report, states)
         if not self._replay(run_key, result, fix or diff, unsafe_fixes):
             applicable = self._applicable(states, result)
+            codes = {spec.code for spec in applicable}
+            # SWA100 reads the noqa comments of the files asked about: those holding one
+            # that names an SWA code are checked even where no rule could fire.
+            noqa = UNUSED_NOQA_CODE in self.engine_codes
             candidates = [
                 item
                 for item in report.values()
-                if item.state is not None and (item.state.relevant or not self.prefilter)
+                if item.state is not None
+                and (
+                    not self.prefilter or _relevant(item.state, codes) or (noqa and item.state.noqa)
+                )
             ]
             candidates += [
                 _File(key, location, state=states[key], data=fresh.get(key))
                 for key, location in context.items()
-                if key in states and (states[key].relevant or not self.prefilter)
+                if key in states and (not self.prefilter or _relevant(states[key], codes))
             ]
             asked = [item for item in candidates if item.report]
             result.files_parsed = len(asked)
             if asked:
                 self._analyse(candidates, applicable, result, fix, unsafe_fixes, diff)
-            self._unused_noqa_unparsed(report, candidates, result)
             result.findings = self._shown(result.findings, report)
             result.fixed = self._shown(result.fixed, report)
             if self._cache is not None and run_key and not result.errors and not (fix or diff):
@@ -414,11 +431,18 @@ class Workspace:
             for code, needles, pattern in self._activations
             if any(needle in data for needle in needles) and pattern.search(data)
         )
+        triggered: tuple[str, ...] = ()
+        if self._any_trigger.wants(data):
+            triggered = tuple(
+                code
+                for code, triggers in self._triggers
+                if triggers is None or triggers.matches(data)
+            )
         return FileState(
             digest_of(data),
-            relevant=self._relevance.wants(data),
+            triggered=triggered,
             opens=opens,
-            noqa=_NOQA_WORD.search(data) is not None,
+            noqa=_SWA_NOQA.search(data) is not None,
         )
 
     def _scan(
@@ -522,7 +546,8 @@ class Workspace:
 
         regions = None
         if self.prefilter and applicable and all(spec.region_safe for spec in applicable):
-            regions = self._relevance.triggers
+            regions = Prefilter(applicable).triggers
+        codes = {spec.code for spec in applicable}
         mode = "regions" if regions is not None else "whole"
         profile = f"{mode}:{','.join(spec.code for spec in applicable)}"
         rules = [spec.load() for spec in applicable]
@@ -532,7 +557,7 @@ class Workspace:
                 item.display or item.key,
                 b"",
                 relative_to_root(item.path, self.config) if item.report else "",
-                relevant=item.state is not None and item.state.relevant,
+                relevant=item.state is not None and _relevant(item.state, codes),
                 report=item.report,
                 number=number,
             )
@@ -632,8 +657,7 @@ class Workspace:
             if isinstance(first, Finding):
                 ignored = ignored_for_path(self.config, sources[key].relative)
                 if (
-                    item.state is not None
-                    and item.state.relevant
+                    sources[key].relevant
                     and PARSE_ERROR_CODE in self.engine_codes
                     and not is_ignored(PARSE_ERROR_CODE, ignored)
                 ):
@@ -710,32 +734,6 @@ class Workspace:
             result.fixed.extend(outcome.fixed)
             kept.extend(outcome.findings)
         result.findings = kept
-
-    def _unused_noqa_unparsed(
-        self, report: dict[str, _File], candidates: list[_File], result: AuditResult
-    ) -> None:
-        """SWA100 in files no rule could fire in (not parsed): every SWA code that their
-        ``# noqa`` comments name for a rule that applies suppresses nothing."""
-        if UNUSED_NOQA_CODE not in self.engine_codes:
-            return
-        parsed = {item.key for item in candidates}
-        ran = [spec.code for spec in self.specs if spec.code not in result.inactive]
-        for key, item in report.items():
-            if key in parsed or item.state is None or not item.state.noqa:
-                continue
-            ignored = ignored_for_path(self.config, relative_to_root(item.path, self.config))
-            if is_ignored(UNUSED_NOQA_CODE, ignored):
-                continue
-            try:
-                found = suppressions(self._bytes(item))
-            except OSError:
-                continue
-            codes = [code for code in ran if not is_ignored(code, ignored)]
-            result.findings.extend(
-                f
-                for f in unused(key, found, codes, (), self.known_codes)
-                if not found.file_covers(f.code)
-            )
 
     # -- the result ----------------------------------------------------------------------
 
