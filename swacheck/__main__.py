@@ -1,5 +1,3 @@
-import sys
+from swacheck.cli import run
 
-from swacheck.cli import main
-
-sys.exit(main())
+run()

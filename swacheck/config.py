@@ -63,12 +63,18 @@ class Config:
     # A Triton launch ``kernel[grid](..., mapping, ...)`` counts as a possible mapping write.
     kernel_launch_writes: bool = True
     select: tuple[str, ...] = ()
+    extend_select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     extend_exclude: tuple[str, ...] = ()
     per_file_ignores: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     respect_gitignore: bool = True
     cache_dir: str = ".swacheck_cache"
+    # Per-file bounds (0: none), so one generated file cannot stall a hook or a CI job: a
+    # candidate file's size in bytes, and the CPU seconds each pass over it may take. A
+    # file beyond either is answered with SWA999.
+    max_file_size: int = 1_000_000
+    max_file_time: float = 20.0
     # Where the configuration was read from (``None``: defaults only).
     source: Path | None = None
 
@@ -90,6 +96,12 @@ class Config:
                 PurePosixPath("x.py").match(glob)
             except (ValueError, re.error) as exc:
                 raise ConfigError(f"per-file-ignores: invalid glob {glob!r}: {exc}") from None
+        for key, limit in (
+            ("max-file-size", self.max_file_size),
+            ("max-file-time", self.max_file_time),
+        ):
+            if limit < 0:
+                raise ConfigError(f"{key}: expected 0 (no limit) or a positive number, got {limit}")
         if self.swa_loc_dtype not in INTEGER_DTYPES:
             raise ConfigError(
                 f"swa-loc-dtype: expected one of {', '.join(INTEGER_DTYPES)}, "
@@ -161,11 +173,17 @@ def config_from_table(table: Mapping[str, Any], source: Path | None = None) -> C
             if not isinstance(value, str):
                 raise ConfigError(f"{key}: expected a string, got {value!r}")
             values[name] = value
+        elif isinstance(default, int | float):
+            kind = int if isinstance(default, int) else (int, float)
+            if isinstance(value, bool) or not isinstance(value, kind):
+                what = "an integer" if kind is int else "a number"
+                raise ConfigError(f"{key}: expected {what}, got {value!r}")
+            values[name] = value
     return Config(source=source, **values)
 
 
-def load_config_file(path: Path) -> Config:
-    """Read ``[tool.swacheck]`` from a pyproject.toml (or a bare swacheck.toml table)."""
+def _table(path: Path) -> dict[str, Any]:
+    """The raw ``[tool.swacheck]`` table of a pyproject.toml (or a bare swacheck.toml)."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -178,10 +196,33 @@ def load_config_file(path: Path) -> Config:
     table = tool.get("swacheck", {} if path.name == "pyproject.toml" else data)
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [tool.swacheck] must be a table")
+    return table
+
+
+def load_config_file(path: Path, overrides: Mapping[str, Any] | None = None) -> Config:
+    """Read ``[tool.swacheck]`` from a pyproject.toml (or a bare swacheck.toml table);
+    ``overrides`` (``--config KEY=VALUE``) replace its keys."""
+    table = _table(path)
     try:
-        return config_from_table(table, source=path.resolve())
+        return config_from_table({**table, **(overrides or {})}, source=path.resolve())
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
+
+
+def parse_override(text: str) -> dict[str, Any]:
+    """A ``--config`` value that is a TOML ``KEY = VALUE`` pair, as a table (ruff's syntax)."""
+    try:
+        table = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(
+            f"--config {text!r}: not a configuration file, nor a TOML `KEY = VALUE` pair "
+            f"overriding one option (e.g. --config \"select = ['SWA002']\"): {exc}"
+        ) from None
+    try:
+        config_from_table(table)
+    except ConfigError as exc:
+        raise ConfigError(f"--config {text!r}: {exc}") from None
+    return table
 
 
 def find_config_file(start: Path) -> Path | None:
@@ -203,12 +244,15 @@ def find_config_file(start: Path) -> Path | None:
     return None
 
 
-def resolve_config(explicit: Path | None, paths: Iterable[Path]) -> Config:
+def resolve_config(
+    explicit: Path | None, paths: Iterable[Path], overrides: Mapping[str, Any] | None = None
+) -> Config:
+    """The configuration of an audit: ``explicit`` (``--config FILE``) or the nearest
+    ``[tool.swacheck]`` upward from the first path, with ``overrides`` on top."""
+    if explicit is None:
+        for path in paths:
+            explicit = find_config_file(path)
+            break
     if explicit is not None:
-        return load_config_file(explicit)
-    for path in paths:
-        found = find_config_file(path)
-        if found is not None:
-            return load_config_file(found)
-        break
-    return Config()
+        return load_config_file(explicit, overrides)
+    return config_from_table(dict(overrides or {}))

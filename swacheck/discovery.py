@@ -58,6 +58,16 @@ _NAME_PATTERN = re.compile(r"(?=.*[\w-])[\w.-]+\Z")
 NOT_REGULAR = "not a regular file (FIFO, socket or device); skipped"
 
 
+def below(path: Path, base: Path) -> tuple[str, ...] | None:
+    """``path``'s parts below the (resolved) folder ``base``, or ``None`` if outside it."""
+    for candidate in (os.path.abspath(path), os.path.realpath(path)):
+        try:
+            return Path(candidate).relative_to(base).parts
+        except ValueError:
+            continue
+    return None
+
+
 @dataclass(frozen=True)
 class DiscoveryProblem:
     path: str
@@ -77,31 +87,37 @@ class Discovery:
 
             self.exclude = pathspec.GitIgnoreSpec.from_lines(patterns)
         self.problems: list[DiscoveryProblem] = []
-        self._gitignores: dict[Path, pathspec.GitIgnoreSpec | None] = {}
+        self._gitignores: dict[str, pathspec.GitIgnoreSpec | None] = {}
+        # Every folder a walk listed, with its modification time: a folder whose entries
+        # change (a file created, deleted or renamed in it) gets a new one.
+        self.listed: dict[str, int] = {}
 
-    def _excluded(self, path: Path, is_dir: bool, base: Path) -> bool:
+    # Paths are strings below: a walk of thousands of files builds no Path objects.
+
+    def _skipped(self, name: str, relative: str, is_dir: bool) -> bool:
         """Exclusion globs match the name, or the path below the folder given to audit."""
-        assert self.exclude is not None  # name-only patterns are matched by the walk
-        candidates = [path.name, path.relative_to(base).as_posix()]
+        if self.exclude is None:
+            return name in self.excluded_names
         suffix = "/" if is_dir else ""
-        return any(self.exclude.match_file(c + suffix) for c in candidates)
+        return any(self.exclude.match_file(c + suffix) for c in (name, relative))
 
-    def _gitignore(self, folder: Path) -> pathspec.GitIgnoreSpec | None:
+    def _gitignore(self, folder: str) -> pathspec.GitIgnoreSpec | None:
         if folder not in self._gitignores:
-            import pathspec
-
             spec = None
-            ignore_file = folder / ".gitignore"
+            ignore_file = os.path.join(folder, ".gitignore")
             if os.path.isfile(ignore_file):
+                import pathspec  # only where there is a .gitignore: its import costs 30 ms
+
                 try:
-                    lines = ignore_file.read_text(encoding="utf-8", errors="replace").splitlines()
+                    with open(ignore_file, encoding="utf-8", errors="replace") as handle:
+                        lines = handle.read().splitlines()
                     spec = pathspec.GitIgnoreSpec.from_lines(self._valid_lines(ignore_file, lines))
                 except OSError as exc:
-                    self.problems.append(DiscoveryProblem(str(ignore_file), exc.strerror or ""))
+                    self.problems.append(DiscoveryProblem(ignore_file, exc.strerror or ""))
             self._gitignores[folder] = spec
         return self._gitignores[folder]
 
-    def _valid_lines(self, ignore_file: Path, lines: Sequence[str]) -> list[str]:
+    def _valid_lines(self, ignore_file: str, lines: Sequence[str]) -> list[str]:
         """The lines of a ``.gitignore`` that compile; each other one is reported."""
         import pathspec
 
@@ -111,61 +127,112 @@ class Discovery:
                 pathspec.GitIgnoreSpec.from_lines([line])
             except (ValueError, re.error) as exc:
                 reason = f"line {number}: invalid pattern {line!r} skipped ({exc})"
-                self.problems.append(DiscoveryProblem(str(ignore_file), reason))
+                self.problems.append(DiscoveryProblem(ignore_file, reason))
                 continue
             valid.append(line)
         return valid
 
-    def _git_ignored(self, path: Path, is_dir: bool, ignore_chain: Sequence[Path]) -> bool:
+    def _git_ignored(self, path: str, is_dir: bool, ignore_chain: Sequence[str]) -> bool:
+        """Whether a ``.gitignore`` of ``ignore_chain`` (real folder paths) matches ``path``
+        (a real path below them)."""
         suffix = "/" if is_dir else ""
         for folder in ignore_chain:
             spec = self._gitignore(folder)
-            if spec is not None and spec.match_file(path.relative_to(folder).as_posix() + suffix):
-                return True
+            if spec is not None:
+                below_folder = path[len(folder) :].lstrip(os.sep).replace(os.sep, "/")
+                if spec.match_file(below_folder + suffix):
+                    return True
         return False
 
-    def _ignore_chain(self, folder: Path) -> list[Path]:
+    def _ignore_chain(self, folder: Path) -> list[str]:
         """The folders whose .gitignore applies inside ``folder``: up to the repository root."""
         chain = []
         for parent in [folder, *folder.parents]:
-            chain.append(parent)
+            chain.append(str(parent))
             if os.path.exists(parent / ".git"):
                 break
         else:
-            chain = [folder]
+            chain = [str(folder)]
         return list(reversed(chain))
 
+    def excluded(self, path: Path, base: Path) -> bool:
+        """Whether a walk of ``base`` would leave ``path`` out: an exclusion glob or a
+        ``.gitignore`` matches it or a folder between ``base`` and it.
+
+        For paths named on the command line: ``--force-exclude``, and whether a given
+        path belongs to the project. A path outside ``base`` is matched by its name.
+        """
+        parts = below(path, base)
+        if parts is None:
+            parts = (path.name,)
+            base = Path(os.path.abspath(path)).parent
+        chain = self._ignore_chain(base)
+        ignoring = self.config.respect_gitignore and any(self._gitignore(f) for f in chain)
+        folder, relative = str(base), ""
+        for depth, name in enumerate(parts):
+            child = os.path.join(folder, name)
+            relative = f"{relative}/{name}" if relative else name
+            is_dir = depth < len(parts) - 1 or os.path.isdir(child)
+            if self._skipped(name, relative, is_dir):
+                return True
+            if ignoring and self._git_ignored(child, is_dir, chain):
+                return True
+            folder = child
+            if is_dir and os.path.exists(os.path.join(folder, ".gitignore")):
+                chain = [*chain, folder]
+                ignoring = self.config.respect_gitignore
+        return False
+
     def files(self, paths: Sequence[Path]) -> Iterator[Path]:
+        """Python files: those given, and those found below given folders."""
         for given in paths:
-            if os.path.islink(given) and os.path.isdir(given):
-                self.problems.append(DiscoveryProblem(str(given), "is a symlink; not followed"))
-                continue
-            try:
-                mode = given.stat().st_mode
-            except FileNotFoundError:
-                self.problems.append(DiscoveryProblem(str(given), "no such file or directory"))
-                continue
-            except OSError as exc:
-                self.problems.append(DiscoveryProblem(str(given), exc.strerror or "unreadable"))
-                continue
-            if stat.S_ISREG(mode):
-                yield given
-            elif stat.S_ISDIR(mode):
-                yield from self._walk(given, given, self._ignore_chain(given.resolve()))
-            else:
-                self.problems.append(DiscoveryProblem(str(given), NOT_REGULAR))
+            for path, _ in self._given(given):
+                yield Path(path)
+
+    def walk(self, folder: Path) -> dict[str, str]:
+        """The Python files below ``folder``: path relative to it (POSIX) -> path.
+
+        Afterwards :attr:`listed` holds the folders it listed and :meth:`ignore_files`
+        the ``.gitignore`` files it read: while none of them changes, neither does the
+        result (the configuration aside)."""
+        return {relative: path for path, relative in self._given(folder)}
+
+    def ignore_files(self) -> list[str]:
+        """The ``.gitignore`` files the walks so far consulted (existing or not)."""
+        return [os.path.join(folder, ".gitignore") for folder in self._gitignores]
+
+    def _given(self, given: Path) -> Iterator[tuple[str, str]]:
+        if os.path.islink(given) and os.path.isdir(given):
+            self.problems.append(DiscoveryProblem(str(given), "is a symlink; not followed"))
+            return
+        try:
+            mode = given.stat().st_mode
+        except FileNotFoundError:
+            self.problems.append(DiscoveryProblem(str(given), "no such file or directory"))
+            return
+        except OSError as exc:
+            self.problems.append(DiscoveryProblem(str(given), exc.strerror or "unreadable"))
+            return
+        if stat.S_ISREG(mode):
+            yield str(given), given.name
+        elif stat.S_ISDIR(mode):
+            resolved = given.resolve()
+            yield from self._walk(str(given), "", self._ignore_chain(resolved), str(resolved))
+        else:
+            self.problems.append(DiscoveryProblem(str(given), NOT_REGULAR))
 
     def _walk(
-        self, folder: Path, base: Path, chain: list[Path], resolved: Path | None = None
-    ) -> Iterator[Path]:
-        """Files below ``folder``; ``resolved`` is its real path (no link is followed
-        below the given folder, so a child's real path is this plus its name)."""
+        self, folder: str, relative: str, chain: list[str], resolved: str
+    ) -> Iterator[tuple[str, str]]:
+        """``(path, path below the given folder)`` of the files below ``folder``;
+        ``resolved`` is its real path (no link is followed below the given folder, so a
+        child's real path is this plus its name)."""
         try:
+            self.listed[folder] = os.stat(folder).st_mtime_ns
             entries = sorted(os.scandir(folder), key=lambda e: e.name)
         except OSError as exc:
-            self.problems.append(DiscoveryProblem(str(folder), exc.strerror or "unreadable"))
+            self.problems.append(DiscoveryProblem(folder, exc.strerror or "unreadable"))
             return
-        resolved = resolved or folder.resolve()
         ignoring = self.config.respect_gitignore and any(self._gitignore(f) for f in chain)
         for entry in entries:
             name = entry.name
@@ -177,22 +244,22 @@ class Discovery:
                 continue
             if not is_dir and not name.endswith((".py", ".pyi")):
                 continue
-            if self.exclude is None:
-                if name in self.excluded_names:
-                    continue
-            elif self._excluded(folder / name, is_dir, base):
+            child = f"{relative}/{name}" if relative else name
+            if self._skipped(name, child, is_dir):
                 continue
-            if ignoring and self._git_ignored(resolved / name, is_dir, chain):
+            real = os.path.join(resolved, name)
+            if ignoring and self._git_ignored(real, is_dir, chain):
                 continue
             if is_dir:
-                sub = resolved / name
                 # os.path, not Path: an unreadable folder is reported by the walk, not raised here.
-                sub_chain = [*chain, sub] if os.path.exists(sub / ".gitignore") else chain
-                yield from self._walk(folder / name, base, sub_chain, sub)
+                sub_chain = (
+                    [*chain, real] if os.path.exists(os.path.join(real, ".gitignore")) else chain
+                )
+                yield from self._walk(entry.path, child, sub_chain, real)
             elif self._regular(entry):
-                yield folder / name
+                yield entry.path, child
             else:
-                self.problems.append(DiscoveryProblem(str(folder / name), NOT_REGULAR))
+                self.problems.append(DiscoveryProblem(entry.path, NOT_REGULAR))
 
     @staticmethod
     def _regular(entry: os.DirEntry[str]) -> bool:

@@ -57,5 +57,8 @@ class Finding:
         return (self.path, self.start.row, self.start.column, self.code)
 
 
-# A file that does not parse (syntax error, undecodable bytes, NUL bytes) is a finding.
+# A file that cannot be analysed (missing, unreadable, undecodable, a syntax error, NUL
+# bytes, beyond the per-file limits) is a finding.
 PARSE_ERROR_CODE = "SWA999"
+# A noqa comment naming an SWA code that suppressed nothing (off unless selected).
+UNUSED_NOQA_CODE = "SWA100"

@@ -116,7 +116,9 @@ class ResultCache:
 
     def key(self, kind: str, data: bytes, extra: str = "") -> str:
         digest = hashlib.sha256()
-        for part in (self._salt.encode(), kind.encode(), extra.encode(), data):
+        # File names that are not UTF-8 reach here as surrogate escapes.
+        extra_bytes = extra.encode("utf-8", "surrogateescape")
+        for part in (self._salt.encode(), kind.encode(), extra_bytes, data):
             digest.update(len(part).to_bytes(8, "little"))
             digest.update(part)
         return digest.hexdigest()
@@ -152,6 +154,16 @@ class ResultCache:
                 os.unlink(tmp)
 
 
+def result_cache(config: Config, folder: Path | None = None) -> ResultCache:
+    """The cache under ``folder`` or the configuration's ``cache-dir`` (a relative one
+    is taken relative to the configuration's root)."""
+    if folder is None:
+        folder = Path(config.cache_dir)
+        if not folder.is_absolute() and config.root is not None:
+            folder = config.root / folder
+    return ResultCache(folder, config)
+
+
 def _canonical(value: Any) -> Any:
     """A hash-seed-independent form of ``value`` (sets sorted, dataclasses as tuples)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -177,5 +189,5 @@ def project_digest(file_digests: Mapping[str, str]) -> str:
     """A digest of the whole project index from its files' :func:`facts_digest`."""
     digest = hashlib.sha256()
     for path in sorted(file_digests):
-        digest.update(f"{path}\0{file_digests[path]}\n".encode())
+        digest.update(f"{path}\0{file_digests[path]}\n".encode("utf-8", "surrogateescape"))
     return digest.hexdigest()

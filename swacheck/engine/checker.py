@@ -11,10 +11,11 @@ from swacheck.analysis.names import Names
 from swacheck.analysis.walk import memoized_children, walk
 from swacheck.config import Config
 from swacheck.context import FileContext
-from swacheck.engine.noqa import suppressions
+from swacheck.engine.limits import OutOfTime, out_of_time, time_limit
+from swacheck.engine.noqa import unused
 from swacheck.engine.parse import Parsed, nesting_finding
 from swacheck.engine.selection import ignored_for_path, is_ignored
-from swacheck.finding import Finding
+from swacheck.finding import UNUSED_NOQA_CODE, Finding
 from swacheck.rule import Rule
 
 
@@ -63,13 +64,52 @@ def check_parsed(
     rules: Sequence[type[Rule]],
     config: Config,
     project: ProjectIndex,
+    known_codes: frozenset[str] | None = None,
 ) -> CheckOutcome:
-    """Run ``rules`` over one parsed file; a rule that raises is isolated and reported."""
+    """Run ``rules`` over one parsed file; a rule that raises is isolated and reported.
+
+    ``known_codes``: every code swacheck has, when unused ``# noqa`` directives are to be
+    reported (``SWA100``); ``None`` when they are not. The walk is bounded by
+    ``max-file-time``; a file past it gets an SWA999 instead of its findings.
+    """
     outcome = CheckOutcome()
     ignored = ignored_for_path(config, relative)
     active = [r for r in rules if not is_ignored(r.code, ignored)]
-    if not active:
+    report_unused = known_codes is not None and not is_ignored(UNUSED_NOQA_CODE, ignored)
+    if not active and not report_unused:
         return outcome
+    try:
+        with time_limit(config.max_file_time):
+            visitors = _run(path, parsed, active, config, project, outcome)
+    except OutOfTime:
+        return CheckOutcome([out_of_time(path, config.max_file_time)])
+    noqa = parsed.noqa
+    used: list[tuple[int, str]] = []
+    for visitor in visitors:
+        for finding in visitor.findings:
+            row = finding.noqa_row or finding.start.row
+            line = noqa.lines.get(row)
+            if line is not None and line.covers(finding.code):
+                used.append((row, finding.code))
+            elif not noqa.file_covers(finding.code):
+                outcome.findings.append(finding)
+    if report_unused and known_codes is not None:
+        ran = [visitor.code for visitor in visitors]
+        found = unused(path, noqa, ran, used, known_codes)
+        outcome.findings.extend(f for f in found if not noqa.file_covers(f.code))
+    return outcome
+
+
+def _run(
+    path: str,
+    parsed: Parsed,
+    active: Sequence[type[Rule]],
+    config: Config,
+    project: ProjectIndex,
+    outcome: CheckOutcome,
+) -> list[Rule]:
+    """The rules' visitors after one walk over the file; a rule that raises is left out
+    and its error recorded in ``outcome``."""
     context = _context(path, parsed, config, project)
     with memoized_children():
         visitors = [rule(context) for rule in active]
@@ -86,10 +126,4 @@ def check_parsed(
                     outcome.errors.append(_describe(rule, exc))
                     continue
                 visitors.append(single)
-    noqa = suppressions(parsed.text)
-    for visitor in visitors:
-        for finding in visitor.findings:
-            suppression = noqa.get(finding.noqa_row or finding.start.row)
-            if suppression is None or not suppression.covers(finding.code):
-                outcome.findings.append(finding)
-    return outcome
+    return visitors

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import io
 import re
+import tokenize
 import warnings
 from dataclasses import dataclass
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
+from swacheck.engine.noqa import NONE, Suppressions, suppressions
 from swacheck.engine.regions import blank_irrelevant_definitions
 from swacheck.finding import PARSE_ERROR_CODE, Finding, Position
 from swacheck.triggers import TriggerSet
@@ -22,6 +25,8 @@ class Parsed:
     text: str
     # Whether some definitions were blanked out before parsing (``engine.regions``).
     partial: bool = False
+    # The file's suppression comments (read from its bytes, blanked parts included).
+    noqa: Suppressions = NONE
 
 
 def _first_line_error(exc: Exception) -> str:
@@ -49,6 +54,20 @@ def _too_deep(data: bytes) -> bool:
     except ValueError:
         return False
     return False
+
+
+# libcst's parser takes time quadratic in the length of a chain of trailers (a 2,000-long
+# ``a[0][0]…`` takes seconds, a 5,000-long one minutes) inside native code that cannot be
+# interrupted; CPython has no limit. Real code stays far below this many links in a row.
+MAX_CHAIN = 200
+_CHAIN = re.compile(rb"(?:\.[ \t]*[A-Za-z_]\w*|\[[^\[\]\n]*\]|\([^()\n]*\)){%d}" % (MAX_CHAIN + 1))
+_TOO_LONG_CHAIN = (
+    f"a chain of more than {MAX_CHAIN} attribute, call or subscript links is too long to analyse"
+)
+
+
+class _ChainTooLong(Exception):
+    pass
 
 
 def nesting_finding(path: str) -> Finding:
@@ -84,31 +103,72 @@ def parse_source(path: str, data: bytes, *, nesting_checked: bool = False) -> Pa
             raise ValueError("source contains a NUL byte")
         if not nesting_checked and _too_deep(data):
             raise RecursionError
+        chain = _CHAIN.search(data)
+        if chain is not None:
+            row = data[: chain.start()].count(b"\n") + 1
+            raise _ChainTooLong
         module = cst.parse_module(data)
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         # libcst round-trips byte for byte, so the decoded bytes are ``module.code``
         # without a second full code generation.
         text = data.decode(module.encoding)
-        return Parsed(wrapper, text[1:] if text.startswith("\ufeff") else text)
+        text = text[1:] if text.startswith("\ufeff") else text
+        return Parsed(wrapper, text, noqa=suppressions(text))
     except cst.ParserSyntaxError as exc:
-        row, column = exc.raw_line, exc.raw_column
-        reason = f"syntax error: {exc.message}"
+        row, column, reason = _syntax_error(data, exc)
     except (UnicodeDecodeError, LookupError, SyntaxError) as exc:
         reason = f"cannot decode source: {_first_line_error(exc)}"
     except RecursionError:
         reason = _TOO_DEEP
+    except _ChainTooLong:
+        reason = _TOO_LONG_CHAIN
     except ValueError as exc:
         reason = f"cannot parse: {_first_line_error(exc)}"
     return _parse_error(path, f"File could not be parsed ({reason})", row, column, data)
 
 
-def parse_regions(path: str, data: bytes, regions: TriggerSet | None) -> Parsed | Finding:
+def _syntax_error(data: bytes, exc: cst.ParserSyntaxError) -> tuple[int, int, str]:
+    """Row, column and reason of a syntax error, as CPython reports it where it agrees
+    that the file is invalid (libcst's own position can be lines off: ``def f(:`` on
+    line 1 is "error at 2:4" there); libcst's where CPython accepts the file."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        text = data.decode(encoding)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ast.parse(text)
+    except SyntaxError as error:
+        if error.lineno:
+            column = max((error.offset or 1) - 1, 0)
+            return error.lineno, column, f"syntax error: {error.msg}"
+    except (UnicodeDecodeError, LookupError, ValueError, RecursionError, MemoryError):
+        pass
+    return exc.raw_line, exc.raw_column, f"syntax error: {exc.message}"
+
+
+def too_large(path: str, data: bytes, limit: int) -> Finding | None:
+    """SWA999 for a file over the ``max-file-size`` limit (0: none)."""
+    if not limit or len(data) <= limit:
+        return None
+    size = f"{len(data):,} bytes, over the limit of {limit:,}"
+    return _parse_error(path, f"File too large to analyse ({size}: `max-file-size`)", 1, 0, b"")
+
+
+def parse_regions(
+    path: str, data: bytes, regions: TriggerSet | None, max_size: int = 0
+) -> Parsed | Finding:
     """Parse ``data`` with the definitions ``regions`` matches no trigger of blanked out
-    (``engine.regions``), if that parses; else the whole file."""
+    (``engine.regions``), if that parses; else the whole file. A file over ``max_size``
+    bytes (0: no limit) is not parsed at all."""
+    oversized = too_large(path, data, max_size)
+    if oversized is not None:
+        return oversized
     if regions is not None:
         sparse = blank_irrelevant_definitions(data, regions)
-        if sparse is not data:
+        if sparse is not None:
+            # CPython accepted the file: its nesting need not be checked again.
             parsed = parse_source(path, sparse, nesting_checked=True)
-            if isinstance(parsed, Parsed):
-                return dataclasses.replace(parsed, partial=True)
+            if sparse is data or not isinstance(parsed, Parsed):
+                return parsed if sparse is data else parse_source(path, data)
+            return dataclasses.replace(parsed, partial=True, noqa=suppressions(data))
     return parse_source(path, data)

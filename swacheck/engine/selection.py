@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from swacheck.config import Config, ConfigError
-from swacheck.finding import PARSE_ERROR_CODE
+from swacheck.engine.codes import ENGINE_CODES
 
 
 class _Coded(Protocol):
@@ -30,28 +31,55 @@ def _check_selectors(selectors: Iterable[str], codes: Sequence[str], what: str) 
             )
 
 
-def select_rules(
+@dataclass(frozen=True)
+class Selection(Generic[R]):
+    """What an audit reports: rules, and the engine's own codes (``engine/codes.py``)."""
+
+    rules: list[R]
+    engine_codes: frozenset[str]
+
+
+def select(
     rules: Sequence[R],
     config: Config,
     select: Sequence[str] | None = None,
     ignore: Sequence[str] | None = None,
-) -> list[R]:
-    """Rules enabled by configuration, with CLI ``--select``/``--ignore`` taking precedence."""
-    codes = [r.code for r in rules] + [PARSE_ERROR_CODE]
-    chosen_select = [s.upper() for s in (select if select is not None else config.select)]
+    extend_select: Sequence[str] | None = None,
+) -> Selection[R]:
+    """The codes enabled by configuration and the command line, as ruff resolves them.
+
+    ``--select`` replaces the configured ``select``; ``extend-select`` (configured, then
+    given) adds to it; ``ignore`` (configured, then given) removes and wins over both.
+    No ``select`` at all means every rule. Engine codes that are on by default
+    (``SWA999``) stay on unless ignored; the others (``SWA100``) need a selector.
+    """
+    codes = [r.code for r in rules] + [c.code for c in ENGINE_CODES]
+    base = [s.upper() for s in (select if select is not None else config.select)]
+    extra = [s.upper() for s in (*config.extend_select, *(extend_select or ()))]
     chosen_ignore = [s.upper() for s in (config.ignore or ())] + [s.upper() for s in ignore or ()]
-    _check_selectors(chosen_select, codes, "select")
+    _check_selectors(base, codes, "select")
+    _check_selectors(extra, codes, "extend-select")
     _check_selectors(chosen_ignore, codes, "ignore")
     for glob, file_codes in config.per_file_ignores.items():
         _check_selectors([c.upper() for c in file_codes], codes, f"per-file-ignores.{glob}")
-    enabled = []
-    for rule in rules:
-        if chosen_select and not any(_matches(rule.code, s) for s in chosen_select):
-            continue
-        if any(_matches(rule.code, s) for s in chosen_ignore):
-            continue
-        enabled.append(rule)
-    return enabled
+    chosen_select = base + extra if base else []
+    explicit = base + extra
+
+    def ignored(code: str) -> bool:
+        return any(_matches(code, s) for s in chosen_ignore)
+
+    enabled = [
+        rule
+        for rule in rules
+        if (not chosen_select or any(_matches(rule.code, s) for s in chosen_select))
+        and not ignored(rule.code)
+    ]
+    engine = frozenset(
+        c.code
+        for c in ENGINE_CODES
+        if not ignored(c.code) and (c.default or any(_matches(c.code, s) for s in explicit))
+    )
+    return Selection(enabled, engine)
 
 
 def ignored_for_path(config: Config, relative: str) -> frozenset[str]:

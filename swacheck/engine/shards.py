@@ -10,53 +10,69 @@ parent doing that shard's work itself, so a crash costs time, never findings.
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 from collections.abc import Sequence
-from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from swacheck.analysis.index import ModuleFacts, ProjectIndex
 from swacheck.config import Config
 from swacheck.engine.checker import CheckOutcome, check_parsed, collect_facts
 from swacheck.engine.gc_pause import gc_paused
+from swacheck.engine.limits import OutOfTime, out_of_time, time_limit
 from swacheck.engine.parse import Parsed, parse_regions
 from swacheck.finding import Finding
 from swacheck.rule import Rule
 from swacheck.triggers import TriggerSet
 
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+
 # One file: its index in the audit, display path and bytes.
 Item = tuple[int, str, bytes]
 # What the second pass asks of a file: its index and its path relative to the root.
 Wanted = tuple[int, str]
+# The second pass's request: files, rules, the project index, codes for unused noqa.
+Request = tuple[Sequence[Wanted], Sequence[type[Rule]], ProjectIndex, frozenset[str] | None]
 
 
 def parse_and_collect(
     items: Sequence[Item], rules: Sequence[type[Rule]], config: Config, regions: TriggerSet | None
 ) -> tuple[dict[int, Parsed], list[tuple[int, ModuleFacts | Finding]]]:
-    """Parse and collect facts (the serial path runs this too); keep the parsed trees."""
+    """Parse and collect facts (the serial path runs this too); keep the parsed trees.
+
+    Each file within the per-file bounds (``max-file-size``, ``max-file-time``)."""
     parsed: dict[int, Parsed] = {}
     results: list[tuple[int, ModuleFacts | Finding]] = []
     for index, display, data in items:
-        tree = parse_regions(display, data, regions)
-        if isinstance(tree, Parsed):
+        try:
+            with time_limit(config.max_file_time):
+                tree = parse_regions(display, data, regions, config.max_file_size)
+                first = (
+                    collect_facts(display, tree, rules, config)
+                    if isinstance(tree, Parsed)
+                    else tree
+                )
+        except OutOfTime:
+            results.append((index, out_of_time(display, config.max_file_time)))
+            continue
+        if isinstance(tree, Parsed) and not isinstance(first, Finding):
             parsed[index] = tree
-            results.append((index, collect_facts(display, tree, rules, config)))
-        else:
-            results.append((index, tree))
+        results.append((index, first))
     return parsed, results
 
 
 def _second(
     items: Sequence[Item],
     parsed: dict[int, Parsed],
-    wanted: Sequence[Wanted],
-    rules: Sequence[type[Rule]],
+    request: Request,
     config: Config,
-    project: ProjectIndex,
 ) -> list[tuple[int, CheckOutcome]]:
+    wanted, rules, project, known = request
     display = {index: name for index, name, _ in items}
     return [
-        (index, check_parsed(display[index], relative, parsed[index], rules, config, project))
+        (
+            index,
+            check_parsed(display[index], relative, parsed[index], rules, config, project, known),
+        )
         for index, relative in wanted
         if index in parsed
     ]
@@ -76,8 +92,7 @@ def _serve(
             conn.send(("ok", results))
             request = conn.recv()
             if request is not None:
-                wanted, check_rules, project = request
-                conn.send(("ok", _second(items, parsed, wanted, check_rules, config, project)))
+                conn.send(("ok", _second(items, parsed, request, config)))
     except BaseException as exc:  # reported to the parent, which re-raises it
         conn.send(("error", exc))
     finally:
@@ -103,6 +118,8 @@ class ShardPool:
             shards[lightest].append(item)
             loads[lightest] += len(item[2])
         self.shards = [shard for shard in shards if shard]
+        import multiprocessing  # only parallel runs need it (7 ms of a pre-commit call)
+
         context = multiprocessing.get_context()
         self._workers: list[tuple[Any, Connection | None]] = []
         for shard in self.shards:
@@ -141,13 +158,11 @@ class ShardPool:
             results.update(reply)
         return results
 
-    def second_pass(
-        self, wanted: Sequence[Wanted], rules: Sequence[type[Rule]], project: ProjectIndex
-    ) -> dict[int, CheckOutcome]:
+    def second_pass(self, request: Request) -> dict[int, CheckOutcome]:
         for _, conn in self._workers:
             if conn is not None:
                 with contextlib.suppress(OSError):  # a dead worker: handled on receive
-                    conn.send((wanted, rules, project))
+                    conn.send(request)
         outcomes: dict[int, CheckOutcome] = {}
         for number, shard in enumerate(self.shards):
             reply = None if number in self._local else self._receive(number)
@@ -155,7 +170,7 @@ class ShardPool:
                 parsed = self._local.get(number)
                 if parsed is None:
                     parsed, _ = parse_and_collect(shard, self.rules, self.config, self.regions)
-                reply = _second(shard, parsed, wanted, rules, self.config, project)
+                reply = _second(shard, parsed, request, self.config)
             outcomes.update(reply)
         return outcomes
 

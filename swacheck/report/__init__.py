@@ -5,17 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from swacheck.finding import Finding
+from swacheck.report import github, json_format, sarif, text
+from swacheck.report.style import Style
 
-DOCS_BASE = "https://github.com/swacheck/swacheck/blob/main/docs/rules"
-
-
-def rule_url(code: str) -> str:
-    return f"{DOCS_BASE}/{code}.md"
-
-
-from swacheck.report import github, json_format, sarif, text  # noqa: E402
-
-Renderer = Callable[[Sequence[Finding]], str]
+# Findings and how to show them (text uses the style; the machine formats ignore it).
+Renderer = Callable[[Sequence[Finding], Style], str]
 
 FORMATS: dict[str, Renderer] = {
     "text": text.render,

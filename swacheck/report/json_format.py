@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from swacheck.finding import Finding, Fix, Position
+from swacheck.report.style import PLAIN, Style
+from swacheck.report.urls import rule_url
 
 
 def _location(position: Position) -> dict[str, int]:
@@ -31,8 +33,6 @@ def _fix(fix: Fix | None) -> dict[str, Any] | None:
 
 
 def as_dict(finding: Finding) -> dict[str, Any]:
-    from swacheck.report import rule_url
-
     return {
         "code": finding.code,
         "message": finding.message,
@@ -45,5 +45,5 @@ def as_dict(finding: Finding) -> dict[str, Any]:
     }
 
 
-def render(findings: Sequence[Finding]) -> str:
+def render(findings: Sequence[Finding], style: Style = PLAIN) -> str:
     return json.dumps([as_dict(f) for f in findings], indent=2) + "\n"

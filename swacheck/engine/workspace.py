@@ -1,0 +1,771 @@
+"""The engine's entry point: audit files and in-memory documents in their project's context.
+
+A :class:`Workspace` is one project (root, configuration, rule set) kept warm across
+audits: the command line makes one per call, an editor's language server one per
+workspace folder. Each :meth:`Workspace.audit` reports findings for the files and
+documents it is given only, but rule activation, the class index and method summaries
+come from every file of the project (:mod:`swacheck.engine.project`), so a pre-commit
+call on two changed files finds what an audit of the whole tree finds in them.
+
+Cheap stages first; each can end the audit without parsing anything:
+
+1. discovery and a stat of every project file; only files whose stat signature changed
+   since the last scan (the :class:`~swacheck.engine.project.Inventory`) are read;
+2. the *run cache*: the findings of an earlier audit of exactly these files, with the
+   project in exactly this state;
+3. the scope check (``RuleSpec.activation``) and the prefilter (``RuleSpec.triggers``),
+   both remembered per file version: only files some enabled rule could fire in count.
+
+Then, only if some file asked about can hold a finding, the facts of every candidate
+file of the project (from memory, the cache, or the first pass) and the rules over the
+files asked about (:mod:`swacheck.engine.passes`, which imports libcst). A warm call,
+or a call on files no rule can fire in, never imports libcst or the rules.
+
+Persistence (``cache-dir``): the inventory (one entry), the facts of the whole project
+(:mod:`swacheck.engine.facts_store`), findings per file keyed by its bytes and a digest
+of the whole project index, and the run records.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import time
+import tokenize
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from swacheck.catalogue import RuleSpec, spec_of
+from swacheck.config import Config
+from swacheck.discovery import Discovery, DiscoveryProblem, below
+from swacheck.engine.cache import ResultCache, facts_digest, project_digest, result_cache
+from swacheck.engine.codes import ENGINE_CODES
+from swacheck.engine.facts_store import FactsRecord, FactsStore
+from swacheck.engine.fixer import fixable, write_atomic
+from swacheck.engine.gc_pause import gc_paused
+from swacheck.engine.prefilter import Prefilter
+from swacheck.engine.project import (
+    FileState,
+    Inventory,
+    Listing,
+    digest_of,
+    find_root,
+    signature,
+)
+from swacheck.engine.result import AuditResult
+from swacheck.engine.selection import ignored_for_path, is_ignored
+from swacheck.engine.sources import Source, display_path, relative_to_root
+from swacheck.finding import PARSE_ERROR_CODE, UNUSED_NOQA_CODE, Finding, Position
+from swacheck.triggers import TriggerSet
+
+if TYPE_CHECKING:
+    from swacheck.analysis.index import ModuleFacts, ProjectIndex
+    from swacheck.engine.checker import CheckOutcome
+    from swacheck.engine.passes import Passes
+    from swacheck.rule import Rule
+
+DEFAULT_ENGINE_CODES = frozenset(c.code for c in ENGINE_CODES if c.default)
+# A noqa comment that may name an SWA code (what SWA100 reads).
+_SWA_NOQA = re.compile(rb"noqa[ \t]*:[^\n]*swa", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class _RunRecord:
+    """What the run cache keeps of an audit: everything of its result that files decide."""
+
+    findings: tuple[Finding, ...]
+    files_parsed: int
+    inactive: tuple[tuple[str, str], ...]
+
+
+@dataclass
+class _File:
+    """One file of this audit: where it is, what is known of its bytes, and its role."""
+
+    key: str
+    # Its path (a string: a project walk makes thousands, and Path objects cost).
+    location: str
+    state: FileState | None = None
+    data: bytes | None = None
+    # Findings are asked for it (given, found under a given folder, or a document).
+    report: bool = False
+    document: bool = False
+    display: str = ""
+    # Why it could not be read, if it could not.
+    problem: str = ""
+
+    @property
+    def path(self) -> Path:
+        return Path(self.location)
+
+
+def _relevant(state: FileState, codes: set[str]) -> bool:
+    """Whether the triggers of one of the rules ``codes`` occur in the file."""
+    return any(code in codes for code in state.triggered)
+
+
+def _as_shown(key: str) -> str:
+    return key.replace("/", os.sep)
+
+
+def _document_bytes(text: str | bytes) -> bytes:
+    """A document's bytes: text is encoded as its coding declaration says (UTF-8 if none)."""
+    if isinstance(text, bytes):
+        return text
+    data = text.encode("utf-8", "surrogateescape")
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        return text.encode("utf-8" if encoding == "utf-8-sig" else encoding)
+    except (SyntaxError, LookupError, UnicodeEncodeError):
+        return data
+
+
+class Workspace:
+    """One project kept warm across audits (see the module docstring).
+
+    ``rules``: rule specs (:func:`swacheck.catalogue.catalogue`) or rule classes;
+    ``engine_codes``: the engine's codes to report (``SWA999`` by default; ``SWA100``
+    when unused ``# noqa`` comments are wanted); ``known_codes``: every code that exists
+    (to tell an unknown code in a ``# noqa`` from a deselected one).
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        rules: Sequence[RuleSpec | type[Rule]],
+        *,
+        root: Path | None = None,
+        engine_codes: frozenset[str] = DEFAULT_ENGINE_CODES,
+        known_codes: Iterable[str] | None = None,
+        cache: bool = True,
+        cache_dir: Path | None = None,
+        jobs: int = 1,
+        prefilter: bool = True,
+    ) -> None:
+        self.config = config
+        self.root = root.resolve() if root is not None else None
+        self.specs = [spec_of(rule, config) for rule in rules]
+        self.engine_codes = engine_codes
+        codes = [spec.code for spec in self.specs]
+        self.known_codes = frozenset(known_codes or codes) | {c.code for c in ENGINE_CODES}
+        self.jobs = jobs
+        self.prefilter = prefilter
+        self._cwd = os.getcwd()
+        self._cache: ResultCache | None = None
+        if cache:
+            salted = [*codes, *sorted(engine_codes)]
+            self._cache = result_cache(config, cache_dir).for_rules(salted)
+        # Any enabled rule's triggers (a quick rejection), then each rule's own.
+        self._any_trigger = Prefilter(self.specs)
+        self._triggers = [
+            (spec.code, None if spec.triggers is None else TriggerSet(spec.triggers))
+            for spec in self.specs
+        ]
+        self._activations = [
+            (spec.code, [literal.encode() for literal in spec.activation[0]], spec.activation[1])
+            for spec in self.specs
+            if spec.activation is not None
+        ]
+        # Where the persistent entries of this project live (root-relative keys, or
+        # keys relative to the working directory when there is no root).
+        self._scope = str(self.root) if self.root is not None else f"cwd={self._cwd}"
+        self._inventory: Inventory | None = None
+        # The project's files by key, from the last walk (``None``: walk on next audit).
+        self._project: dict[str, str] | None = None
+        self._stale_paths: set[Path] = set()
+        self._walk_problems: list[DiscoveryProblem] = []
+        self._facts = FactsStore(self._cache, self._scope)
+        self._index: tuple[str, ProjectIndex] | None = None
+        self._outcomes: dict[str, CheckOutcome] = {}
+
+    @classmethod
+    def for_paths(
+        cls,
+        paths: Sequence[Path],
+        config: Config,
+        rules: Sequence[RuleSpec | type[Rule]],
+        **kw: Any,
+    ) -> Workspace:
+        """The workspace of the project the first of ``paths`` lies in (the working
+        directory's when none is given)."""
+        start = paths[0] if paths else Path(".")
+        return cls(config, rules, root=find_root(start), **kw)
+
+    # -- incremental updates -----------------------------------------------------------
+
+    def files_changed(self, paths: Iterable[Path] | None = None) -> None:
+        """Tell a warm workspace that files changed on disk (created, edited, deleted).
+
+        With ``rescan=False`` audits re-stat only these (and walk the project again if
+        one of them is new or gone); ``None``: walk and stat everything next time.
+        """
+        if paths is None:
+            self._project = None
+        else:
+            self._stale_paths.update(Path(p) for p in paths)
+
+    # -- the audit ---------------------------------------------------------------------
+
+    def audit(
+        self,
+        paths: Sequence[Path] = (),
+        documents: Mapping[Path, str | bytes] | None = None,
+        *,
+        fix: bool = False,
+        unsafe_fixes: bool = False,
+        diff: bool = False,
+        force_exclude: bool = False,
+        rescan: bool = True,
+    ) -> AuditResult:
+        """Findings for ``paths`` (files, and Python files under folders) and
+        ``documents`` (path -> current text, overriding the file on disk), in the
+        context of the whole project.
+
+        ``fix``: apply fixes, writing files and returning documents' fixed bytes in
+        ``AuditResult.fixed_documents``; ``diff``: compute the fixes as diffs and write
+        nothing; ``force_exclude``: apply ``exclude`` and ``.gitignore`` to paths given
+        explicitly too; ``rescan=False``: trust the last scan of the disk except for
+        paths named in :meth:`files_changed` since.
+        """
+        with gc_paused():  # what an audit allocates (inventory, facts, trees) has no cycles
+            return self._audit(
+                paths, documents or {}, fix, unsafe_fixes, diff, force_exclude, rescan
+            )
+
+    def _audit(
+        self,
+        paths: Sequence[Path],
+        documents: Mapping[Path, str | bytes],
+        fix: bool,
+        unsafe_fixes: bool,
+        diff: bool,
+        force_exclude: bool,
+        rescan: bool,
+    ) -> AuditResult:
+        result = AuditResult()
+        scan_ns = time.time_ns()
+        inventory = self._load_inventory()
+        report = self._report_files(paths, documents, force_exclude, result)
+        context = self._context_files(paths, documents, report, rescan)
+        states, fresh, _ = self._scan(context, inventory, scan_ns)
+        unread = {k: i.location for k, i in report.items() if i.state is None and not i.problem}
+        read, data, problems = self._scan(unread, inventory, scan_ns)
+        for key, item in report.items():
+            item.state = item.state or read.get(key)
+            item.data = item.data or data.get(key)
+            item.problem = item.problem or problems.get(key, "")
+            if item.state is not None:
+                states[key] = item.state
+        if context and self._project is not None:
+            inventory.keep_only(set(self._project) | set(report))
+        for item in report.values():
+            if item.problem:
+                self._unreadable(item, result)
+        run_key = self._run_key(report, states)
+        if not self._replay(run_key, result, fix or diff, unsafe_fixes):
+            applicable = self._applicable(states, result)
+            codes = {spec.code for spec in applicable}
+            # SWA100 reads the noqa comments of the files asked about: those holding one
+            # that names an SWA code are checked even where no rule could fire.
+            noqa = UNUSED_NOQA_CODE in self.engine_codes
+            candidates = [
+                item
+                for item in report.values()
+                if item.state is not None
+                and (
+                    not self.prefilter or _relevant(item.state, codes) or (noqa and item.state.noqa)
+                )
+            ]
+            candidates += [
+                _File(key, location, state=states[key], data=fresh.get(key))
+                for key, location in context.items()
+                if key in states and (not self.prefilter or _relevant(states[key], codes))
+            ]
+            asked = [item for item in candidates if item.report]
+            result.files_parsed = len(asked)
+            if asked:
+                self._analyse(candidates, applicable, result, fix, unsafe_fixes, diff)
+            result.findings = self._shown(result.findings, report)
+            result.fixed = self._shown(result.fixed, report)
+            if self._cache is not None and run_key and not result.errors and not (fix or diff):
+                inactive = tuple(sorted(result.inactive.items()))
+                record = _RunRecord(tuple(result.findings), result.files_parsed, inactive)
+                self._cache.put(run_key, record)
+        self._store_inventory(inventory)
+        result.files = {item.display: item.path for item in report.values()}
+        return result
+
+    # -- which files -------------------------------------------------------------------
+
+    def _key(self, path: Path) -> str:
+        """A file's name in the project index: root-relative below the root, else as shown."""
+        if self.root is not None:
+            parts = below(path, self.root)
+            if parts is not None:
+                return "/".join(parts)
+        return display_path(path)
+
+    def _report_files(
+        self,
+        paths: Sequence[Path],
+        documents: Mapping[Path, str | bytes],
+        force_exclude: bool,
+        result: AuditResult,
+    ) -> dict[str, _File]:
+        discovery = Discovery(self.config)
+        report: dict[str, _File] = {}
+        walk_problems: list[DiscoveryProblem] = []
+        for given in paths:
+            try:
+                os.lstat(given)
+            except OSError as exc:
+                missing = _File(
+                    self._key(given), str(given), report=True, display=display_path(given)
+                )
+                missing.problem = exc.strerror or "cannot be read"
+                report[missing.key] = missing
+                continue
+            if force_exclude and discovery.excluded(given, self._base(given)):
+                continue
+            if self.root is not None and self._is_root(given):
+                walked = self._project_walk()
+                walk_problems = self._walk_problems
+                # Shown relative to the working directory: the key itself when that is the root.
+                show = _as_shown if os.path.realpath(self._cwd) == str(self.root) else None
+            else:
+                walked = {self._key(p): str(p) for p in discovery.files([given])}
+                show = None
+            for key, location in walked.items():
+                display = show(key) if show is not None else display_path(location)
+                report[key] = _File(key, location, report=True, display=display)
+        for problem in [*discovery.problems, *walk_problems]:
+            result.warnings.append(f"{display_path(Path(problem.path))}: {problem.reason}")
+        for path, text in documents.items():
+            if force_exclude and discovery.excluded(path, self._base(path)):
+                continue
+            data = _document_bytes(text)
+            key = self._key(path)
+            report[key] = _File(
+                key,
+                str(path),
+                state=self._classify(data),
+                data=data,
+                report=True,
+                document=True,
+                display=display_path(path),
+            )
+        result.files_seen = len(report)
+        return report
+
+    def _base(self, path: Path) -> Path:
+        """The folder exclusion globs of a path given explicitly are relative to."""
+        for base in (self.root, self.config.root):
+            if base is not None and below(path, base) is not None:
+                return base
+        return Path(self._cwd)
+
+    def _is_root(self, path: Path) -> bool:
+        return os.path.isdir(path) and below(path, self.root) == () if self.root else False
+
+    def _project_walk(self) -> dict[str, str]:
+        """Every file of the project by key: from the last walk while no folder or
+        ``.gitignore`` it read has changed, else walked again."""
+        if self._project is None:
+            assert self.root is not None
+            inventory = self._load_inventory()
+            listing = inventory.listing
+            if listing is None or not listing.still_valid():
+                discovery = Discovery(self.config)
+                files = discovery.walk(self.root)
+                ignores = {path: signature(path) for path in discovery.ignore_files()}
+                problems = tuple(f"{p.path}\0{p.reason}" for p in discovery.problems)
+                listing = Listing(discovery.listed, ignores, tuple(files), problems)
+                inventory.record_listing(listing, time.time_ns())
+            prefix = str(self.root) + os.sep
+            self._project = {key: prefix + key.replace("/", os.sep) for key in listing.files}
+            self._walk_problems = [
+                DiscoveryProblem(*problem.split("\0", 1)) for problem in listing.problems
+            ]
+            self._stale_paths.clear()
+        return self._project
+
+    def _context_files(
+        self,
+        paths: Sequence[Path],
+        documents: Mapping[Path, str | bytes],
+        report: dict[str, _File],
+        rescan: bool,
+    ) -> dict[str, str]:
+        """The project's other files (key -> path), when some given path belongs to the
+        project (lies below its root and is not excluded from it); none otherwise."""
+        if self.root is None:
+            return {}
+        discovery = Discovery(self.config)
+        given = [*paths, *documents]
+        if not any(
+            below(path, self.root) is not None and not discovery.excluded(path, self.root)
+            for path in given
+        ):
+            return {}
+        if rescan:
+            self._project = None
+        elif self._stale_paths:
+            known = set(self._project or ())
+            stale = [(self._key(p), p) for p in self._stale_paths]
+            if any(key not in known or not os.path.exists(p) for key, p in stale):
+                self._project = None
+            elif self._inventory is not None:
+                for key, _ in stale:
+                    self._inventory.forget(key)
+            self._stale_paths.clear()
+        return {key: loc for key, loc in self._project_walk().items() if key not in report}
+
+    # -- what each file holds ----------------------------------------------------------
+
+    def _classify(self, data: bytes) -> FileState:
+        opens = tuple(
+            code
+            for code, needles, pattern in self._activations
+            if any(needle in data for needle in needles) and pattern.search(data)
+        )
+        triggered: tuple[str, ...] = ()
+        if self._any_trigger.wants(data):
+            triggered = tuple(
+                code
+                for code, triggers in self._triggers
+                if triggers is None or triggers.matches(data)
+            )
+        return FileState(
+            digest_of(data),
+            triggered=triggered,
+            opens=opens,
+            noqa=_SWA_NOQA.search(data) is not None,
+        )
+
+    def _scan(
+        self, files: dict[str, str], inventory: Inventory, scan_ns: int
+    ) -> tuple[dict[str, FileState], dict[str, bytes], dict[str, str]]:
+        """Each file's state: recorded, or learnt from its bytes if its signature changed
+        (those bytes are returned too); and why each file that cannot be read cannot."""
+        states: dict[str, FileState] = {}
+        fresh: dict[str, bytes] = {}
+        problems: dict[str, str] = {}
+        # One stat per file and no call per file: this loop runs over every project file.
+        entries, stat = inventory.entries, os.stat
+        for key, location in files.items():
+            try:
+                info = stat(location)
+                sig = (info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns)
+                entry = entries.get(key)
+                if entry is not None and entry[2] and entry[0] == sig:
+                    states[key] = FileState(*entry[1])
+                    continue
+                with open(location, "rb") as handle:
+                    data = handle.read()
+            except OSError as exc:
+                problems[key] = exc.strerror or "cannot be read"
+                continue
+            states[key] = self._classify(data)
+            fresh[key] = data
+            inventory.record(key, sig, states[key], scan_ns)
+        return states, fresh, problems
+
+    def _bytes(self, item: _File) -> bytes:
+        if item.data is None:
+            with open(item.location, "rb") as handle:
+                item.data = handle.read()
+        return item.data
+
+    def _unreadable(self, item: _File, result: AuditResult) -> None:
+        if PARSE_ERROR_CODE not in self.engine_codes:
+            return
+        position = Position(1, 0)
+        message = f"File could not be read ({item.problem})"
+        result.findings.append(
+            Finding(PARSE_ERROR_CODE, message, item.key, position, position, noqa_row=None)
+        )
+
+    # -- the run record ----------------------------------------------------------------
+
+    def _run_key(self, report: dict[str, _File], states: dict[str, FileState]) -> str:
+        """What a run's findings are a function of, beyond the cache's salt: every file's
+        key and bytes, which ones are asked about and how they are shown."""
+        if self._cache is None:
+            return ""
+        lines = [f"prefilter={self.prefilter}", f"cwd={self._cwd}", f"scope={self._scope}"]
+        lines += [f"{key}\0{states[key].digest}" for key in sorted(states)]
+        for key in sorted(report):
+            item = report[key]
+            lines.append(f"{key}\0{item.display}\0{int(item.document)}\0{item.problem}")
+        return self._cache.key("run", b"", "\n".join(lines))
+
+    def _replay(self, key: str, result: AuditResult, fixing: bool, unsafe: bool) -> bool:
+        """Fill ``result`` from a run-cache hit, unless it holds a fix to make."""
+        if not key or self._cache is None:
+            return False
+        record = self._cache.get(key)
+        if not isinstance(record, _RunRecord):
+            return False
+        if fixing and fixable(record.findings, unsafe):
+            return False
+        result.findings = list(record.findings)
+        result.files_parsed = record.files_parsed
+        result.inactive.update(record.inactive)
+        return True
+
+    # -- rules that apply ----------------------------------------------------------------
+
+    def _applicable(self, states: dict[str, FileState], result: AuditResult) -> list[RuleSpec]:
+        """The enabled rules whose scope (``Rule.activation``) some file of the project opens."""
+        opened: set[str] = set()
+        for state in states.values():
+            opened.update(state.opens)
+        applicable = []
+        for spec in self.specs:
+            if spec.activation is not None and spec.code not in opened:
+                result.inactive[spec.code] = _inactive(spec.code)
+                continue
+            applicable.append(spec)
+        return applicable
+
+    # -- the passes ----------------------------------------------------------------------
+
+    def _analyse(
+        self,
+        candidates: list[_File],
+        applicable: list[RuleSpec],
+        result: AuditResult,
+        fix: bool,
+        unsafe: bool,
+        diff: bool,
+    ) -> None:
+        from swacheck.engine.passes import Passes, PassOptions
+
+        regions = None
+        if self.prefilter and applicable and all(spec.region_safe for spec in applicable):
+            regions = Prefilter(applicable).triggers
+        codes = {spec.code for spec in applicable}
+        mode = "regions" if regions is not None else "whole"
+        profile = f"{mode}:{','.join(spec.code for spec in applicable)}"
+        rules = [spec.load() for spec in applicable]
+        sources = {
+            item.key: Source(
+                item.key,
+                item.display or item.key,
+                b"",
+                relative_to_root(item.path, self.config) if item.report else "",
+                relevant=item.state is not None and _relevant(item.state, codes),
+                report=item.report,
+                number=number,
+            )
+            for number, item in enumerate(candidates)
+        }
+        by_key = {item.key: item for item in candidates}
+        passes = Passes(PassOptions(rules, self.config, self.jobs, regions))
+        try:
+            records = self._first_pass(by_key, sources, profile, passes)
+            project, digest = self._project_index(records)
+            active = []
+            for rule in rules:
+                reason = rule.inactive_reason(project, self.config)
+                if reason is None:
+                    active.append(rule)
+                else:
+                    result.inactive[rule.code] = reason
+            self._second_pass(
+                by_key, sources, records, project, digest, profile, active, passes, result
+            )
+            if fix or diff:
+                self._fix(by_key, sources, active, project, passes, result, unsafe, diff)
+        finally:
+            passes.close()
+
+    def _first_pass(
+        self,
+        by_key: dict[str, _File],
+        sources: dict[str, Source],
+        profile: str,
+        passes: Passes,
+    ) -> dict[str, FactsRecord]:
+        """Every candidate's facts: from memory, the cache, or parsed now."""
+        records: dict[str, FactsRecord] = {}
+        missing = []
+        for key, item in by_key.items():
+            assert item.state is not None
+            record = self._facts.get(key, item.state.digest, profile)
+            if record is not None:
+                records[key] = record
+            else:
+                missing.append(key)
+        if missing:
+            todo = []
+            for key in missing:
+                try:
+                    sources[key].data = self._bytes(by_key[key])
+                except OSError:
+                    continue  # gone since the scan: it is no longer part of the project
+                todo.append(sources[key])
+            firsts = passes.collect(todo)
+            for source in todo:
+                first = firsts[source.number]
+                state = by_key[source.key].state
+                assert state is not None
+                records[source.key] = FactsRecord(state.digest, profile, first, facts_digest(first))
+            self._facts.put(records, missing)
+        return records
+
+    def _project_index(self, records: dict[str, FactsRecord]) -> tuple[ProjectIndex, str]:
+        """The project index of these facts (the last one again if nothing changed)."""
+        from swacheck.analysis.index import ModuleFacts, ProjectIndex
+
+        digest = project_digest({key: record.facts_digest for key, record in records.items()})
+        if self._index is not None and self._index[0] == digest:
+            return self._index[1], digest
+        facts: list[ModuleFacts] = [
+            record.facts for record in records.values() if isinstance(record.facts, ModuleFacts)
+        ]
+        project = ProjectIndex(facts)
+        self._index = (digest, project)
+        return project, digest
+
+    def _second_pass(
+        self,
+        by_key: dict[str, _File],
+        sources: dict[str, Source],
+        records: dict[str, FactsRecord],
+        project: ProjectIndex,
+        digest: str,
+        profile: str,
+        active: list[type[Rule]],
+        passes: Passes,
+        result: AuditResult,
+    ) -> None:
+        from swacheck.engine.checker import CheckOutcome
+
+        known = self.known_codes if UNUSED_NOQA_CODE in self.engine_codes else None
+        active_codes = ",".join(rule.code for rule in active)
+        outcomes: dict[str, CheckOutcome] = {}
+        keys: dict[str, str] = {}
+        todo = []
+        for key, item in by_key.items():
+            if not item.report:
+                continue
+            first = records[key].facts
+            if isinstance(first, Finding):
+                ignored = ignored_for_path(self.config, sources[key].relative)
+                if (
+                    sources[key].relevant
+                    and PARSE_ERROR_CODE in self.engine_codes
+                    and not is_ignored(PARSE_ERROR_CODE, ignored)
+                ):
+                    result.findings.append(first)
+                continue
+            assert item.state is not None
+            keys[key] = (
+                f"{key}\0{item.state.digest}\0{sources[key].relative}\0{digest}\0{profile}\0{active_codes}"
+            )
+            hit = self._outcomes.get(keys[key])
+            if hit is None and self._cache is not None:
+                cached = self._cache.get(self._cache.key("findings", b"", keys[key]))
+                hit = cached if isinstance(cached, CheckOutcome) else None
+            if hit is not None:
+                outcomes[key] = hit
+            else:
+                sources[key].data = sources[key].data or self._bytes(item)
+                todo.append(sources[key])
+        checked = passes.check(todo, active, project, known)
+        for source in todo:
+            outcome = checked[source.number]
+            outcomes[source.key] = outcome
+            if not outcome.errors:
+                self._outcomes[keys[source.key]] = outcome
+                if self._cache is not None:
+                    self._cache.put(self._cache.key("findings", b"", keys[source.key]), outcome)
+        for key, outcome in outcomes.items():
+            result.errors.extend(
+                f"{by_key[key].display}: internal error: {e}" for e in outcome.errors
+            )
+            result.findings.extend(outcome.findings)
+
+    def _fix(
+        self,
+        by_key: dict[str, _File],
+        sources: dict[str, Source],
+        active: list[type[Rule]],
+        project: ProjectIndex,
+        passes: Passes,
+        result: AuditResult,
+        unsafe: bool,
+        diff: bool,
+    ) -> None:
+        known = self.known_codes if UNUSED_NOQA_CODE in self.engine_codes else None
+        by_file: dict[str, list[Finding]] = {}
+        for finding in result.findings:
+            by_file.setdefault(finding.path, []).append(finding)
+        kept: list[Finding] = []
+        for key, findings in by_file.items():
+            item = by_key.get(key)
+            if item is None or not fixable(findings, unsafe):
+                kept.extend(findings)
+                continue
+            source = sources[key]
+            source.data = source.data or self._bytes(item)
+            outcome = passes.fix(source, findings, active, project, known, unsafe=unsafe, diff=diff)
+            if outcome.error:
+                result.errors.append(f"{item.display}: {outcome.error}")
+            if outcome.data is None:
+                kept.extend(outcome.findings)
+                continue
+            if diff:
+                result.diffs.append(outcome.diff)
+            elif item.document:
+                result.fixed_documents[item.display] = outcome.data
+            else:
+                try:
+                    write_atomic(item.path, outcome.data)
+                except OSError as exc:
+                    result.errors.append(f"{item.display}: cannot write fix: {exc.strerror}")
+                    kept.extend(findings)
+                    continue
+            result.fixes_applied += len(outcome.fixed)
+            result.fixed.extend(outcome.fixed)
+            kept.extend(outcome.findings)
+        result.findings = kept
+
+    # -- the result ----------------------------------------------------------------------
+
+    @staticmethod
+    def _shown(findings: list[Finding], report: dict[str, _File]) -> list[Finding]:
+        """Findings named as shown (they carry index keys until here), in order."""
+        shown = []
+        for finding in findings:
+            item = report.get(finding.path)
+            if item is not None and item.display != finding.path:
+                finding = replace(finding, path=item.display)
+            shown.append(finding)
+        shown.sort(key=lambda f: f.sort_key)
+        return shown
+
+    # -- persistence -----------------------------------------------------------------------
+
+    def _load_inventory(self) -> Inventory:
+        if self._inventory is None:
+            stored = None
+            if self._cache is not None:
+                stored = self._cache.get(self._cache.key("inventory", b"", self._scope))
+            self._inventory = Inventory(stored)
+        return self._inventory
+
+    def _store_inventory(self, inventory: Inventory) -> None:
+        if self._cache is not None and inventory.changed:
+            inventory.changed = False
+            self._cache.put(self._cache.key("inventory", b"", self._scope), inventory.stored())
+
+
+def _inactive(code: str) -> str:
+    """Why a rule did not apply, known before anything is parsed: no file opens its scope
+    (``Rule.activation``). Once files are parsed, the rule says why (``inactive_reason``)."""
+    return f"no file of the project holds what its scope needs (see `swacheck rule {code}`)"

@@ -1,0 +1,133 @@
+"""The engine's entry point (``swacheck.engine.workspace.Workspace``) on real files: the
+bundled examples as a project (a git repository), audited whole, by a few files, and as
+in-memory documents, as pre-commit and an editor do."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from swacheck.catalogue import catalogue
+from swacheck.config import Config
+from swacheck.engine.workspace import Workspace
+from swacheck.rules import all_rules
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+# The two files of the examples whose order findings need the other files' facts.
+PAIR = ("model_runner.py", "cuda_graph_runner.py")
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """The examples in a git repository of their own (its root is the project root)."""
+    root = tmp_path / "project"
+    shutil.copytree(EXAMPLES, root, ignore=shutil.ignore_patterns("*.md", "__pycache__"))
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    return root
+
+
+def _rows(findings) -> list[tuple[str, int, str]]:  # type: ignore[no-untyped-def]
+    return sorted((Path(f.path).name, f.start.row, f.code) for f in findings)
+
+
+def _workspace(root: Path, **kw: object) -> Workspace:
+    return Workspace(Config(), all_rules(), root=root, **kw)  # type: ignore[arg-type]
+
+
+def test_a_few_files_are_audited_in_the_context_of_their_project(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(project)
+    whole = _workspace(project, cache=False).audit([Path(".")])
+    pair = _workspace(project, cache=False).audit([Path(name) for name in PAIR])
+    expected = [row for row in _rows(whole.findings) if row[0] in PAIR]
+    assert _rows(pair.findings) == expected
+    # The cross-file findings are what a project-less audit of the pair would lose.
+    assert {"SWA004", "SWA005"} <= {code for _, _, code in expected}
+    assert pair.files_seen == 2
+    assert set(pair.files) == set(PAIR)
+
+
+def test_documents_override_the_disk_and_only_they_are_reported(project: Path) -> None:
+    workspace = _workspace(project, cache=False)
+    runner = project / "model_runner.py"
+    on_disk = runner.read_text()
+    # The editor's buffer invalidates before dispatching: SWA005 is gone from it.
+    fixed = on_disk.replace(
+        "        if can_run_graph:\n",
+        "        if self.is_hybrid_swa:\n"
+        "            self.token_to_kv_pool.invalidate_loc_cache()\n"
+        "        if can_run_graph:\n",
+    )
+    assert fixed != on_disk
+    before = workspace.audit(documents={runner: on_disk})
+    after = workspace.audit(documents={runner: fixed})
+    assert [f.code for f in before.findings] == ["SWA005"]
+    assert after.findings == []
+    assert runner.read_text() == on_disk
+    assert before.findings_for(runner) == before.findings
+
+
+def test_fixes_of_a_document_are_returned_not_written(project: Path) -> None:
+    workspace = _workspace(project, cache=False)
+    target = project / "cuda_graph_runner.py"
+    text = target.read_text()
+    result = workspace.audit(documents={target: text}, fix=True)
+    [(name, data)] = result.fixed_documents.items()
+    assert Path(name).name == "cuda_graph_runner.py"
+    assert "torch.zeros((max_num_token,), dtype=torch.int32)\n" in data.decode()
+    assert target.read_text() == text  # nothing written
+    assert {f.code for f in result.fixed} >= {"SWA002"}
+    assert "SWA002" not in {f.code for f in result.findings}
+
+
+def test_a_warm_workspace_follows_edits_on_disk(project: Path) -> None:
+    workspace = _workspace(project, cache=False)
+    runner = project / "model_runner.py"
+    assert [f.code for f in workspace.audit([runner]).findings] == ["SWA005"]
+    # Another file changes: the pool no longer defines the invalidation, so the order
+    # rules have no cache to keep consistent (their scope) and SWA005 goes away.
+    pool = project / "swa_memory_pool.py"
+    pool.write_text(pool.read_text().replace("invalidate_loc_cache", "drop_translations"))
+    workspace.files_changed([pool])
+    assert workspace.audit([runner], rescan=False).findings == []
+    pool.write_text((EXAMPLES / "swa_memory_pool.py").read_text())
+    workspace.files_changed([pool])
+    assert [f.code for f in workspace.audit([runner], rescan=False).findings] == ["SWA005"]
+
+
+def test_the_cache_gives_the_same_findings_per_file_as_a_whole_audit(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cold call on two files builds the project's facts; later calls use them."""
+    monkeypatch.chdir(project)
+    specs = catalogue(Config())
+    cold = Workspace.for_paths([Path(PAIR[0])], Config(), specs).audit([Path(PAIR[0])])
+    warm = Workspace.for_paths([Path(PAIR[0])], Config(), specs).audit([Path(PAIR[0])])
+    whole = Workspace.for_paths([Path(".")], Config(), specs).audit([Path(".")])
+    assert _rows(cold.findings) == _rows(warm.findings)
+    assert _rows(cold.findings) == [r for r in _rows(whole.findings) if r[0] == PAIR[0]]
+
+
+def test_the_command_audits_given_files_in_their_project(project: Path, swacheck_at) -> None:
+    run = swacheck_at(project)
+    whole = json.loads(run("audit", "--output-format", "json", check_rc=1).stdout)
+    pair = json.loads(run("audit", *PAIR, "--output-format", "json", check_rc=1).stdout)
+    assert pair == [f for f in whole if f["filename"] in PAIR]
+    # Outside any project (no git, no [tool.swacheck]) only the given files count.
+    shutil.rmtree(project / ".git")
+    alone = json.loads(run("audit", *PAIR, "--output-format", "json", check_rc=1).stdout)
+    assert {f["code"] for f in alone} == {"SWA002", "SWA003"}
+
+
+def test_a_project_is_found_by_its_configuration(tmp_path: Path, swacheck_at) -> None:
+    root = tmp_path / "repo"
+    shutil.copytree(EXAMPLES, root / "python" / "engine")
+    (root / "python" / "pyproject.toml").write_text("[tool.swacheck]\n")
+    run = swacheck_at(root / "python" / "engine")
+    pair = json.loads(run("audit", *PAIR, "--output-format", "json", check_rc=1).stdout)
+    assert {"SWA004", "SWA005"} <= {f["code"] for f in pair}
