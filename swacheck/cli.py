@@ -1,4 +1,4 @@
-"""``swacheck`` command line: ``audit``, ``rule``, ``rules``, ``demo``.
+"""``swacheck`` command line: ``audit``, ``rule``, ``rules``, ``server``, ``demo``.
 
 Exit status: 0 no findings, 1 findings, 2 usage, configuration or internal error.
 """
@@ -59,6 +59,7 @@ def _build_parser() -> argparse.ArgumentParser:
     rule = commands.add_parser("rule", help="explain a rule")
     rule.add_argument("code")
     commands.add_parser("rules", help="list the rules")
+    commands.add_parser("server", help="run the language server (LSP over stdio) for editors")
 
     demo = commands.add_parser(
         "demo", help="serve a mixed batch through the reference model", add_help=False
@@ -154,6 +155,20 @@ def _demo(argv: Sequence[str]) -> int:
     return demo_main(list(argv))
 
 
+def _server() -> int:
+    try:
+        from swacheck.server.app import serve
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] not in ("pygls", "lsprotocol"):
+            raise
+        print(
+            f"swacheck server needs the lsp extra (pip install 'swacheck[lsp]'): {exc}",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
+    return serve()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["demo"]:
@@ -164,6 +179,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _audit(args)
         if args.command == "rule":
             return _rule(args.code)
+        if args.command == "server":
+            return _server()
         return _rules()
     except ConfigError as exc:
         print(f"swacheck: configuration error: {exc}", file=sys.stderr)
