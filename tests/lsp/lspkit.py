@@ -18,11 +18,13 @@ from typing import Any, TypeVar
 
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
+from pygls.protocol import LanguageServerProtocol
 from pygls.uris import from_fs_path
 
 T = TypeVar("T")
 # Generous: CI machines are shared, and a wait ends as soon as the notification comes.
 TIMEOUT_S = 60.0
+SERVER = (sys.executable, "-m", "swacheck", "server")
 
 
 def uri_of(path: Path) -> str:
@@ -68,8 +70,8 @@ class _Client(LanguageClient):
 class Session:
     """One server process and the client talking to it."""
 
-    def __init__(self) -> None:
-        self.client = _Client("swacheck-tests", "0")
+    def __init__(self, protocol_cls: type[LanguageServerProtocol] = LanguageServerProtocol) -> None:
+        self.client = _Client("swacheck-tests", "0", protocol_cls=protocol_cls)
         self.published: list[types.PublishDiagnosticsParams] = []
         self.logs: list[types.LogMessageParams] = []
         self.shown: list[types.ShowMessageParams] = []
@@ -105,9 +107,11 @@ class Session:
         root: Path,
         options: dict[str, Any] | None = None,
         caps: types.ClientCapabilities | None = None,
+        command: Sequence[str] = SERVER,
     ) -> types.InitializeResult:
+        """Start the server (``command``) in ``root``, the one workspace folder."""
         env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-        await self.client.start_io(sys.executable, "-m", "swacheck", "server", cwd=root, env=env)
+        await self.client.start_io(command[0], *command[1:], cwd=root, env=env)
         result = await self.client.initialize_async(
             types.InitializeParams(
                 capabilities=caps or capabilities(),
@@ -116,7 +120,11 @@ class Session:
                 initialization_options=options,
             )
         )
-        encoding = result.capabilities.position_encoding
+        caps = result.capabilities
+        # A peer's answer that lsprotocol cannot read comes as plain JSON names.
+        encoding = getattr(caps, "position_encoding", None) or getattr(
+            caps, "positionEncoding", None
+        )
         self.encoding = str(getattr(encoding, "value", encoding) or "utf-16")
         self.client.initialized(types.InitializedParams())
         return result
@@ -198,6 +206,15 @@ class Session:
             return None
 
         return await self.until(latest)
+
+    async def published_after(
+        self, uri: str, count: int, timeout: float = TIMEOUT_S
+    ) -> types.PublishDiagnosticsParams:
+        """The first diagnostics published for ``uri`` after the first ``count``
+        notifications of :attr:`published`."""
+        return await self.until(
+            lambda: next((p for p in self.published[count:] if p.uri == uri), None), timeout
+        )
 
     async def code_actions(
         self, uri: str, where: types.Range, only: Sequence[str] | None = None

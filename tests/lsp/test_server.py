@@ -150,15 +150,11 @@ def test_save_republishes_and_close_clears(project: Path) -> None:
         assert codes(await session.diagnostics(uri)) == ["SWA005"]
         before = len(session.published)
         session.save(uri)
-        again = await session.until(
-            lambda: next((p for p in session.published[before:] if p.uri == uri), None)
-        )
+        again = await session.published_after(uri, before)
         assert codes(list(again.diagnostics)) == ["SWA005"]
         before = len(session.published)
         session.close(uri)
-        cleared = await session.until(
-            lambda: next((p for p in session.published[before:] if p.uri == uri), None)
-        )
+        cleared = await session.published_after(uri, before)
         assert list(cleared.diagnostics) == []
         assert await session.stop() == 0
 
@@ -186,9 +182,7 @@ def test_watched_file_changes_update_the_project_index(project: Path) -> None:
         )
         before = len(session.published)
         session.files_changed((pool, types.FileChangeType.Changed))
-        after = await session.until(
-            lambda: next((p for p in session.published[before:] if p.uri == uri), None)
-        )
+        after = await session.published_after(uri, before)
         assert codes(list(after.diagnostics)) == []
         # A new file that defines it again brings the rule back.
         helper = project / "minisglang" / "mem_cache" / "memo.py"
@@ -198,9 +192,7 @@ def test_watched_file_changes_update_the_project_index(project: Path) -> None:
         )
         before = len(session.published)
         session.files_changed((helper, types.FileChangeType.Created))
-        back = await session.until(
-            lambda: next((p for p in session.published[before:] if p.uri == uri), None)
-        )
+        back = await session.published_after(uri, before)
         assert codes(list(back.diagnostics)) == ["SWA005"]
         assert await session.stop() == 0
 
