@@ -508,6 +508,16 @@ def test_exit_without_shutdown_is_status_1(project: Path) -> None:
     assert run(scenario()) == 1
 
 
+def test_start_up_imports_neither_libcst_nor_torch() -> None:
+    """libcst comes with the first audit that parses a file; torch never."""
+    code = (
+        "import sys, swacheck.cli, swacheck.server.app\n"
+        "print(sorted(m for m in ('libcst', 'torch') if m in sys.modules))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == "[]"
+
+
 def test_server_without_the_lsp_extra_names_it(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
