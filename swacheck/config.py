@@ -156,8 +156,8 @@ def config_from_table(table: Mapping[str, Any], source: Path | None = None) -> C
     return Config(source=source, **values)
 
 
-def load_config_file(path: Path) -> Config:
-    """Read ``[tool.swacheck]`` from a pyproject.toml (or a bare swacheck.toml table)."""
+def _table(path: Path) -> dict[str, Any]:
+    """The raw ``[tool.swacheck]`` table of a pyproject.toml (or a bare swacheck.toml)."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -170,10 +170,33 @@ def load_config_file(path: Path) -> Config:
     table = tool.get("swacheck", {} if path.name == "pyproject.toml" else data)
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [tool.swacheck] must be a table")
+    return table
+
+
+def load_config_file(path: Path, overrides: Mapping[str, Any] | None = None) -> Config:
+    """Read ``[tool.swacheck]`` from a pyproject.toml (or a bare swacheck.toml table);
+    ``overrides`` (``--config KEY=VALUE``) replace its keys."""
+    table = _table(path)
     try:
-        return config_from_table(table, source=path.resolve())
+        return config_from_table({**table, **(overrides or {})}, source=path.resolve())
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
+
+
+def parse_override(text: str) -> dict[str, Any]:
+    """A ``--config`` value that is a TOML ``KEY = VALUE`` pair, as a table (ruff's syntax)."""
+    try:
+        table = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(
+            f"--config {text!r}: not a configuration file, nor a TOML `KEY = VALUE` pair "
+            f"overriding one option (e.g. --config \"select = ['SWA002']\"): {exc}"
+        ) from None
+    try:
+        config_from_table(table)
+    except ConfigError as exc:
+        raise ConfigError(f"--config {text!r}: {exc}") from None
+    return table
 
 
 def find_config_file(start: Path) -> Path | None:
@@ -195,12 +218,15 @@ def find_config_file(start: Path) -> Path | None:
     return None
 
 
-def resolve_config(explicit: Path | None, paths: Iterable[Path]) -> Config:
+def resolve_config(
+    explicit: Path | None, paths: Iterable[Path], overrides: Mapping[str, Any] | None = None
+) -> Config:
+    """The configuration of an audit: ``explicit`` (``--config FILE``) or the nearest
+    ``[tool.swacheck]`` upward from the first path, with ``overrides`` on top."""
+    if explicit is None:
+        for path in paths:
+            explicit = find_config_file(path)
+            break
     if explicit is not None:
-        return load_config_file(explicit)
-    for path in paths:
-        found = find_config_file(path)
-        if found is not None:
-            return load_config_file(found)
-        break
-    return Config()
+        return load_config_file(explicit, overrides)
+    return config_from_table(dict(overrides or {}))

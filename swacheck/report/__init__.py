@@ -6,8 +6,10 @@ from collections.abc import Callable, Sequence
 
 from swacheck.finding import Finding
 from swacheck.report import github, json_format, sarif, text
+from swacheck.report.style import Style
 
-Renderer = Callable[[Sequence[Finding]], str]
+# Findings and how to show them (text uses the style; the machine formats ignore it).
+Renderer = Callable[[Sequence[Finding], Style], str]
 
 FORMATS: dict[str, Renderer] = {
     "text": text.render,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from swacheck.finding import Finding
+from swacheck.report.style import PLAIN, Style
 
 
 def _escape_data(value: str) -> str:
@@ -15,7 +16,7 @@ def _escape_property(value: str) -> str:
     return _escape_data(value).replace(":", "%3A").replace(",", "%2C")
 
 
-def render(findings: Sequence[Finding]) -> str:
+def render(findings: Sequence[Finding], style: Style = PLAIN) -> str:
     lines = []
     for f in findings:
         props = (

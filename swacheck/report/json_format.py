@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from swacheck.finding import Finding, Fix, Position
+from swacheck.report.style import PLAIN, Style
 from swacheck.report.urls import rule_url
 
 
@@ -44,5 +45,5 @@ def as_dict(finding: Finding) -> dict[str, Any]:
     }
 
 
-def render(findings: Sequence[Finding]) -> str:
+def render(findings: Sequence[Finding], style: Style = PLAIN) -> str:
     return json.dumps([as_dict(f) for f in findings], indent=2) + "\n"

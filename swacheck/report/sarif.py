@@ -9,6 +9,7 @@ from typing import Any
 
 from swacheck import __version__
 from swacheck.finding import PARSE_ERROR_CODE, Finding
+from swacheck.report.style import PLAIN, Style
 from swacheck.report.urls import rule_url
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -62,7 +63,7 @@ def _result(finding: Finding, rule_index: dict[str, int]) -> dict[str, Any]:
     }
 
 
-def render(findings: Sequence[Finding]) -> str:
+def render(findings: Sequence[Finding], style: Style = PLAIN) -> str:
     rules = _rules()
     rule_index = {rule["id"]: i for i, rule in enumerate(rules)}
     document = {

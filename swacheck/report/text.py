@@ -1,19 +1,33 @@
-"""``path:line:col: CODE message`` — the convention editors and CI annotators parse."""
+"""``path:line:col: CODE message`` — the convention editors and CI annotators parse
+(ruff's ``concise`` format)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from swacheck.finding import Finding
+from swacheck.report.style import PLAIN, Style
+
+# Control characters in a file name would split or garble the line: shown escaped.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
-def format_finding(finding: Finding) -> str:
-    marker = " [*]" if finding.fix is not None else ""
-    return (
-        f"{finding.path}:{finding.start.row}:{finding.start.column + 1}: "
-        f"{finding.code}{marker} {finding.message}"
-    )
+def shown_path(path: str) -> str:
+    """``path`` on one line: control characters escaped (``\\n``, ``\\x1b``)."""
+    if not _CONTROL.search(path):
+        return path
+    return _CONTROL.sub(lambda m: _NAMED.get(m.group(), f"\\x{ord(m.group()):02x}"), path)
 
 
-def render(findings: Sequence[Finding]) -> str:
-    return "".join(format_finding(f) + "\n" for f in findings)
+def format_finding(finding: Finding, style: Style = PLAIN) -> str:
+    sep = style.cyan(":")
+    where = sep.join([style.bold(shown_path(finding.path)), str(finding.start.row)])
+    where = f"{where}{sep}{finding.start.column + 1}{sep}"
+    marker = f" [{style.cyan('*')}]" if style.applies(finding) else ""
+    return f"{where} {style.code(finding.code)}{marker} {finding.message}"
+
+
+def render(findings: Sequence[Finding], style: Style = PLAIN) -> str:
+    return "".join(format_finding(f, style) + "\n" for f in findings)

@@ -50,7 +50,7 @@ def test_fix_on_the_examples_in_every_style(cli: Cli, tmp_path: Path) -> None:
             edit_rows.setdefault(tmp_path / finding["filename"], set()).update(rows)
 
     first = cli("audit", "--fix", "--unsafe-fixes", "--no-cache")
-    assert "Fixed" in first.stderr and "error" not in first.stderr
+    assert " fixed, " in first.stdout and "error" not in first.stderr
 
     fixed = set()
     for i, style in enumerate(STYLES):
