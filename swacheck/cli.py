@@ -378,17 +378,24 @@ def _demo(argv: Sequence[str]) -> int:
     return demo_main(list(argv))
 
 
+SERVER_MODULES = ("pygls", "lsprotocol")
+SERVER_NEEDS = (
+    "swacheck server needs the `lsp` extra (pygls, lsprotocol). From a clone: python -m pip "
+    "install '.[lsp]'; from the repository: python -m pip install "
+    "'swacheck[lsp] @ git+https://github.com/swacheck/swacheck'"
+)
+
+
 def _server() -> int:
-    try:
-        from swacheck.server.app import serve
-    except ModuleNotFoundError as exc:
-        if (exc.name or "").partition(".")[0] not in ("pygls", "lsprotocol"):
-            raise
-        print(
-            f"swacheck server needs the lsp extra (pip install 'swacheck[lsp]'): {exc}",
-            file=sys.stderr,
-        )
+    """``swacheck server``: checked for its extra before anything of it is imported."""
+    import importlib.util
+
+    missing = [name for name in SERVER_MODULES if importlib.util.find_spec(name) is None]
+    if missing:
+        print(f"swacheck: {SERVER_NEEDS} (not installed: {', '.join(missing)})", file=sys.stderr)
         return EXIT_ERROR
+    from swacheck.server.app import serve
+
     return serve()
 
 
