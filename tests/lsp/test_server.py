@@ -524,7 +524,9 @@ def test_server_without_the_lsp_extra_names_it(
     monkeypatch.setitem(sys.modules, "pygls", None)
     monkeypatch.delitem(sys.modules, "swacheck.server.app", raising=False)
     assert cli.main(["server"]) == 2
-    assert "pip install 'swacheck[lsp]'" in capsys.readouterr().err
+    message = capsys.readouterr().err
+    assert "`lsp` extra" in message and "install '.[lsp]'" in message
+    assert "not installed: pygls" in message
 
 
 def test_apply_text_edits_counts_code_units() -> None:
