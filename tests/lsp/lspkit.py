@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -240,10 +241,15 @@ def apply_edit(session: Session, edit: types.WorkspaceEdit | None) -> str:
     return apply_text_edits(session.texts[uri], change.edits, session.encoding)
 
 
+def lsp_lines(text: str) -> list[str]:
+    """``text``'s lines as LSP counts them, line ends kept."""
+    return [line for line in re.split(r"(?<=\r\n)|(?<=\r)(?!\n)|(?<=\n)", text) if line]
+
+
 def apply_text_edits(text: str, edits: Sequence[Any], encoding: str = "utf-16") -> str:
-    """Apply LSP text edits, positions counted in ``encoding`` code units."""
-    lines = text.splitlines(keepends=True) if "\u2028" not in text else None
-    assert lines is not None, "test texts keep to LSP line breaks"
+    """Apply LSP text edits, positions counted in ``encoding`` code units and lines
+    ending at ``\\n``, ``\\r\\n`` or ``\\r`` only (as LSP says; not str.splitlines)."""
+    lines = lsp_lines(text)
 
     def offset(position: types.Position) -> int:
         if position.line >= len(lines):

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from lspkit import Session, apply_edit, apply_text_edits, capabilities
+from lspkit import Session, apply_edit, apply_text_edits, capabilities, lsp_lines
 from lsprotocol import types
 from sglang_like import PYPROJECT, make_project
 
@@ -257,6 +257,31 @@ def test_positions_in_the_negotiated_encoding(project: Path, encoding: str) -> N
         fix = next(a for a in actions if a.is_preferred)
         fixed = apply_edit(session, fix.edit)
         assert fixed.splitlines()[row - 1] == line.replace("torch.int64", "torch.int32")
+        assert await session.stop() == 0
+
+    run(scenario())
+
+
+def test_lines_are_counted_as_lsp_counts_them(project: Path) -> None:
+    """CRLF line ends, a form feed and a U+2028 in a comment (line breaks to
+    str.splitlines, not to LSP or Python) before the finding: its line is still right,
+    and its fix lands there and keeps the CRLF."""
+    text = (project / GRAPH_RUNNER).read_text(encoding="utf-8")
+    text = text.replace('"""CUDA-graph', '\x0c\n# a line\u2028separator\n"""CUDA-graph')
+    text = text.replace("\n", "\r\n")
+    lines = lsp_lines(text)
+    row = next(n for n, line in enumerate(lines) if "🦙" in line)
+
+    async def scenario() -> None:
+        session = Session()
+        await session.start(project)
+        uri = session.open(project / GRAPH_RUNNER, text)
+        swa002 = by_code(await session.diagnostics(uri), "SWA002")
+        assert swa002.range.start.line == row
+        actions = await session.code_actions(uri, swa002.range, [types.CodeActionKind.QuickFix])
+        fixed = apply_edit(session, next(a for a in actions if a.is_preferred).edit)
+        assert lsp_lines(fixed)[row] == lines[row].replace("torch.int64", "torch.int32")
+        assert fixed.count("\r\n") == text.count("\r\n")
         assert await session.stop() == 0
 
     run(scenario())
