@@ -60,7 +60,8 @@ class SwacheckServer(LanguageServer):
         self.shutdown_requested = False
         # Documents saved since the last round: their diagnostics are published anew.
         self.saved: set[str] = set()
-        self._said: set[str] = set()
+        # The messages of the last round (errors, warnings, configuration problems).
+        self.said: set[str] = set()
 
     # -- documents ------------------------------------------------------------------------
 
@@ -129,12 +130,18 @@ class SwacheckServer(LanguageServer):
             ):
                 self.publish(snapshot.uri, snapshot.version, new.diagnostics)
             self.saved.discard(snapshot.uri)
-        for problem in dict.fromkeys(problems.values()):
-            self.say(f"swacheck: configuration error: {problem}", types.MessageType.Error, True)
-        for error in errors:
-            self.say(f"swacheck: {error}", types.MessageType.Error)
-        for warning in warnings:
-            self.say(f"swacheck: warning: {warning}", types.MessageType.Warning)
+        # Said once while they last: every round of a broken rule or config has them.
+        error, warning = types.MessageType.Error, types.MessageType.Warning
+        messages = [
+            (f"swacheck: configuration error: {p}", error, True)
+            for p in dict.fromkeys(problems.values())
+        ]
+        messages += [(f"swacheck: {e}", error, False) for e in errors]
+        messages += [(f"swacheck: warning: {w}", warning, False) for w in warnings]
+        for text, kind, show in messages:
+            if text not in self.said:
+                self.say(text, kind, show)
+        self.said = {text for text, _, _ in messages}
 
     def publish(
         self, uri: str, version: int | None, diagnostics: Sequence[types.Diagnostic]
@@ -145,12 +152,7 @@ class SwacheckServer(LanguageServer):
         self.text_document_publish_diagnostics(params)
 
     def say(self, message: str, kind: types.MessageType, show: bool = False) -> None:
-        """Log ``message`` to the client (and show it), once per server session."""
-        if message in self._said:
-            return
-        if len(self._said) > 10_000:
-            self._said.clear()
-        self._said.add(message)
+        """Log ``message`` to the client (and show it in a pop-up)."""
         self.window_log_message(types.LogMessageParams(type=kind, message=message))
         if show:
             self.window_show_message(types.ShowMessageParams(type=kind, message=message))
