@@ -16,7 +16,9 @@ in it is written). For each server:
   intermediate texts do not all parse), from the last keystroke to the diagnostics of
   the final text (the debounce plus one audit).
 
-One JSON line per result, then a Markdown table.
+Each swacheck edit is followed by an audit of the same text through the server's audit
+path in this process (wall and CPU time), to tell the engine's share of a round trip
+from the protocol's at the same moment. One JSON line per result, then a Markdown table.
 
     python benchmarks/bench_lsp.py                      # sglang 0.5.23, swa_memory_pool.py
     python benchmarks/bench_lsp.py --file srt/mem_cache/memory_pool.py --edits 10
@@ -119,6 +121,7 @@ async def measure(
     edits: int,
     interval: float,
     pause: float,
+    paired: InProcess | None = None,
 ) -> list[dict[str, Any]]:
     protocol = _PlainInitialize if name != "swacheck" else LanguageServerProtocol
     session = lspkit.Session(protocol)
@@ -142,8 +145,14 @@ async def measure(
                 "diagnostics": len(first.diagnostics),
             }
         )
+        where = {"server": name, "file": str(path.relative_to(root))}
+        if paired is not None:
+            wall, _ = paired.audit(path, text)
+            results.append(where | {"what": "in-process first audit (cold)", "s": wall})
         variants = Edits(text, anchor_of(text))
         times: dict[str, list[float]] = {"comment": [], "statement": []}
+        walls: dict[str, list[float]] = {"comment": [], "statement": []}
+        cpus: dict[str, list[float]] = {"comment": [], "statement": []}
         for n in range(edits):
             for kind, new in (
                 ("comment", variants.comment(n)),
@@ -158,11 +167,16 @@ async def measure(
                     count = session.published.index(published) + 1
                     published = await session.published_after(uri, count)
                 times[kind].append(time.perf_counter() - sent)
+                if paired is not None:
+                    wall, cpu = paired.audit(path, new)
+                    walls[kind].append(wall)
+                    cpus[kind].append(cpu)
         for kind, values in times.items():
-            results.append(
-                {"server": name, "file": str(path.relative_to(root)), "what": f"edit: {kind}"}
-                | summary(values)
-            )
+            results.append(where | {"what": f"edit: {kind}"} | summary(values))
+            if paired is not None:
+                what = f"edit: {kind}, its audit in-process"
+                results.append(where | {"what": f"{what} (wall)"} | summary(walls[kind]))
+                results.append(where | {"what": f"{what} (CPU)"} | summary(cpus[kind]))
         typed = "_lsp_probe_value = 123456789"
         await asyncio.sleep(pause)
         keys = []
@@ -186,6 +200,28 @@ async def measure(
         session.close(uri)
     await session.stop()
     return results
+
+
+class InProcess:
+    """The server's own audit path (:class:`Projects`) in this process, run on the same
+    texts right after each round trip: the engine's share of a round trip at the same
+    moment (the machine is shared, so its load moves), and its CPU time."""
+
+    def __init__(self, root: Path) -> None:
+        from swacheck.server.projects import Projects
+
+        self.projects = Projects([root])
+        self.version = 0
+
+    def audit(self, path: Path, text: str) -> tuple[float, float]:
+        """Wall and CPU seconds of one audit of ``text`` as ``path``."""
+        from swacheck.server.documents import Snapshot
+
+        self.version += 1
+        snapshot = Snapshot(path.as_uri(), path, self.version, text)
+        wall, cpu = time.perf_counter(), time.thread_time()
+        self.projects.audit([snapshot])
+        return time.perf_counter() - wall, time.thread_time() - cpu
 
 
 def table(results: list[dict[str, Any]]) -> str:
@@ -212,6 +248,9 @@ def main() -> None:
     parser.add_argument("--edits", type=int, default=20, help="edits of each kind per file")
     parser.add_argument("--interval", type=float, default=0.05, help="seconds between keys")
     parser.add_argument("--no-peer", action="store_true", help="skip ruff server")
+    parser.add_argument(
+        "--no-engine", action="store_true", help="skip the in-process audits paired with edits"
+    )
     args = parser.parse_args()
     package, _, version = args.engine.partition("==")
     root = ensure(package, version)
@@ -224,8 +263,9 @@ def main() -> None:
     load = os.getloadavg()
     results: list[dict[str, Any]] = []
     for name, command in servers:
+        paired = InProcess(root) if name == "swacheck" and not args.no_engine else None
         results += asyncio.run(
-            measure(name, command, root, files, args.edits, args.interval, pause)
+            measure(name, command, root, files, args.edits, args.interval, pause, paired)
         )
     machine = {
         "what": "machine",
