@@ -54,9 +54,9 @@ class Config:
     per_file_ignores: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     respect_gitignore: bool = True
     cache_dir: str = ".swacheck_cache"
-    # Per-file bounds (0: none). A file beyond either is answered with SWA999, so one
-    # generated file cannot stall a hook or a CI job: the bytes libcst would parse
-    # (after irrelevant definitions are set aside), and the seconds its analysis may take.
+    # Per-file bounds (0: none), so one generated file cannot stall a hook or a CI job: a
+    # candidate file's size in bytes, and the CPU seconds each pass over it may take. A
+    # file beyond either is answered with SWA999.
     max_file_size: int = 1_000_000
     max_file_time: float = 20.0
     # Where the configuration was read from (``None``: defaults only).

@@ -88,6 +88,9 @@ class Discovery:
             self.exclude = pathspec.GitIgnoreSpec.from_lines(patterns)
         self.problems: list[DiscoveryProblem] = []
         self._gitignores: dict[str, pathspec.GitIgnoreSpec | None] = {}
+        # Every folder a walk listed, with its modification time: a folder whose entries
+        # change (a file created, deleted or renamed in it) gets a new one.
+        self.listed: dict[str, int] = {}
 
     # Paths are strings below: a walk of thousands of files builds no Path objects.
 
@@ -100,11 +103,11 @@ class Discovery:
 
     def _gitignore(self, folder: str) -> pathspec.GitIgnoreSpec | None:
         if folder not in self._gitignores:
-            import pathspec
-
             spec = None
             ignore_file = os.path.join(folder, ".gitignore")
             if os.path.isfile(ignore_file):
+                import pathspec  # only where there is a .gitignore: its import costs 30 ms
+
                 try:
                     with open(ignore_file, encoding="utf-8", errors="replace") as handle:
                         lines = handle.read().splitlines()
@@ -187,8 +190,16 @@ class Discovery:
                 yield Path(path)
 
     def walk(self, folder: Path) -> dict[str, str]:
-        """The Python files below ``folder``: path relative to it (POSIX) -> path."""
+        """The Python files below ``folder``: path relative to it (POSIX) -> path.
+
+        Afterwards :attr:`listed` holds the folders it listed and :meth:`ignore_files`
+        the ``.gitignore`` files it read: while none of them changes, neither does the
+        result (the configuration aside)."""
         return {relative: path for path, relative in self._given(folder)}
+
+    def ignore_files(self) -> list[str]:
+        """The ``.gitignore`` files the walks so far consulted (existing or not)."""
+        return [os.path.join(folder, ".gitignore") for folder in self._gitignores]
 
     def _given(self, given: Path) -> Iterator[tuple[str, str]]:
         if os.path.islink(given) and os.path.isdir(given):
@@ -217,6 +228,7 @@ class Discovery:
         ``resolved`` is its real path (no link is followed below the given folder, so a
         child's real path is this plus its name)."""
         try:
+            self.listed[folder] = os.stat(folder).st_mtime_ns
             entries = sorted(os.scandir(folder), key=lambda e: e.name)
         except OSError as exc:
             self.problems.append(DiscoveryProblem(folder, exc.strerror or "unreadable"))

@@ -56,6 +56,20 @@ def _too_deep(data: bytes) -> bool:
     return False
 
 
+# libcst's parser takes time quadratic in the length of a chain of trailers (a 2,000-long
+# ``a[0][0]…`` takes seconds, a 5,000-long one minutes) inside native code that cannot be
+# interrupted; CPython has no limit. Real code stays far below this many links in a row.
+MAX_CHAIN = 200
+_CHAIN = re.compile(rb"(?:\.[ \t]*[A-Za-z_]\w*|\[[^\[\]\n]*\]|\([^()\n]*\)){%d}" % (MAX_CHAIN + 1))
+_TOO_LONG_CHAIN = (
+    f"a chain of more than {MAX_CHAIN} attribute, call or subscript links is too long to analyse"
+)
+
+
+class _ChainTooLong(Exception):
+    pass
+
+
 def nesting_finding(path: str) -> Finding:
     """SWA999 for a file too deeply nested to analyse."""
     return _parse_error(path, f"File could not be parsed ({_TOO_DEEP})", 1, 0, b"")
@@ -89,6 +103,10 @@ def parse_source(path: str, data: bytes, *, nesting_checked: bool = False) -> Pa
             raise ValueError("source contains a NUL byte")
         if not nesting_checked and _too_deep(data):
             raise RecursionError
+        chain = _CHAIN.search(data)
+        if chain is not None:
+            row = data[: chain.start()].count(b"\n") + 1
+            raise _ChainTooLong
         module = cst.parse_module(data)
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         # libcst round-trips byte for byte, so the decoded bytes are ``module.code``
@@ -102,6 +120,8 @@ def parse_source(path: str, data: bytes, *, nesting_checked: bool = False) -> Pa
         reason = f"cannot decode source: {_first_line_error(exc)}"
     except RecursionError:
         reason = _TOO_DEEP
+    except _ChainTooLong:
+        reason = _TOO_LONG_CHAIN
     except ValueError as exc:
         reason = f"cannot parse: {_first_line_error(exc)}"
     return _parse_error(path, f"File could not be parsed ({reason})", row, column, data)
@@ -145,8 +165,10 @@ def parse_regions(
         return oversized
     if regions is not None:
         sparse = blank_irrelevant_definitions(data, regions)
-        if sparse is not data:
+        if sparse is not None:
+            # CPython accepted the file: its nesting need not be checked again.
             parsed = parse_source(path, sparse, nesting_checked=True)
-            if isinstance(parsed, Parsed):
-                return dataclasses.replace(parsed, partial=True, noqa=suppressions(data))
+            if sparse is data or not isinstance(parsed, Parsed):
+                return parsed if sparse is data else parse_source(path, data)
+            return dataclasses.replace(parsed, partial=True, noqa=suppressions(data))
     return parse_source(path, data)

@@ -79,12 +79,51 @@ class FileState(NamedTuple):
 Entry = tuple[Signature, tuple[str, bool, tuple[str, ...], bool], bool]
 
 
-class Inventory:
-    """Per file of a project (by its key), the entry of the last scan that saw it."""
+class Listing(NamedTuple):
+    """What a walk of the project found, and what it depended on: the folders it listed
+    (by modification time: a file created, deleted or renamed in one changes it) and the
+    ``.gitignore`` files it read. While none of them changes, a walk finds the same files."""
 
-    def __init__(self, entries: dict[str, Entry] | None = None) -> None:
-        self.entries: dict[str, Entry] = dict(entries or {})
+    folders: dict[str, int]
+    ignore_files: dict[str, Signature | None]
+    # The files' keys (paths relative to the root).
+    files: tuple[str, ...]
+    # The walk's problems, "path\0reason" (a .gitignore line skipped, an unreadable folder).
+    problems: tuple[str, ...]
+
+    def still_valid(self) -> bool:
+        try:
+            if any(os.stat(folder).st_mtime_ns != mtime for folder, mtime in self.folders.items()):
+                return False
+        except OSError:
+            return False
+        return all(signature(path) == sig for path, sig in self.ignore_files.items())
+
+
+class Inventory:
+    """Per file of a project (by its key), the entry of the last scan that saw it; and
+    the last walk of the project (``None`` until one was recorded that can be trusted)."""
+
+    def __init__(self, stored: object = None) -> None:
+        entries, listing = {}, None
+        if isinstance(stored, dict):
+            entries = stored.get("files", {})
+            listing = stored.get("listing")
+        self.entries: dict[str, Entry] = entries
+        self.listing: Listing | None = listing if isinstance(listing, Listing) else None
         self.changed = False
+
+    def stored(self) -> dict[str, object]:
+        """The form the cache keeps (plain containers: fast to load)."""
+        return {"files": self.entries, "listing": self.listing}
+
+    def record_listing(self, listing: Listing, scan_ns: int) -> None:
+        """Keep ``listing`` unless a folder of it was racy (changed just before the scan)."""
+        racy = any(mtime >= scan_ns - RACY_NS for mtime in listing.folders.values())
+        new = None if racy else listing
+        if new != self.listing:
+            self.listing = new
+            self.changed = True
 
     def known(self, key: str, sig: Signature | None) -> FileState | None:
         """The state recorded for ``key`` if its signature says the bytes are the same."""

@@ -24,17 +24,18 @@ from swacheck.triggers import TriggerSet
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
-def blank_irrelevant_definitions(data: bytes, triggers: TriggerSet) -> bytes:
+def blank_irrelevant_definitions(data: bytes, triggers: TriggerSet) -> bytes | None:
     """``data`` with each top-level definition that matches no trigger blanked out.
 
-    Returns ``data`` itself when nothing is blanked or the file does not parse.
+    Returns ``data`` itself when nothing is blanked, and ``None`` when CPython rejects
+    the file (so a caller knows whether CPython accepted it: its nesting is then fine).
     """
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escape sequences and the like
             tree = ast.parse(data)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return data
+        return None
     lines = data.splitlines(keepends=True)
     blanked = False
     for node in tree.body:

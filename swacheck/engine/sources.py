@@ -11,7 +11,6 @@ from swacheck.config import Config
 
 @dataclass
 class Source:
-    path: Path
     # Its name in the project index (facts, messages that cite it): relative to the
     # project root where there is one, else as shown.
     key: str

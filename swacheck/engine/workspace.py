@@ -50,6 +50,7 @@ from swacheck.engine.prefilter import Prefilter
 from swacheck.engine.project import (
     FileState,
     Inventory,
+    Listing,
     digest_of,
     find_root,
     signature,
@@ -246,23 +247,29 @@ class Workspace:
         inventory = self._load_inventory()
         report = self._report_files(paths, documents or {}, force_exclude, result)
         context = self._context_files(paths, documents or {}, report, rescan)
-        files: dict[str, _File] = dict(context)
-        files.update(report)
-        for item in files.values():
+        states, fresh = self._scan(context, inventory, scan_ns)
+        for item in report.values():
             if item.state is None and not item.problem:
                 self._read(item, inventory, scan_ns)
+            if item.state is not None:
+                states[item.key] = item.state
         if context and self._project is not None:
             inventory.keep_only(set(self._project) | set(report))
         for item in report.values():
             if item.problem:
                 self._unreadable(item, result)
-        run_key = self._run_key(report, files)
+        run_key = self._run_key(report, states)
         if not self._replay(run_key, result, fix or diff, unsafe_fixes):
-            applicable = self._applicable(files, result)
+            applicable = self._applicable(states, result)
             candidates = [
                 item
-                for item in files.values()
+                for item in report.values()
                 if item.state is not None and (item.state.relevant or not self.prefilter)
+            ]
+            candidates += [
+                _File(key, location, state=states[key], data=fresh.get(key))
+                for key, location in context.items()
+                if key in states and (states[key].relevant or not self.prefilter)
             ]
             asked = [item for item in candidates if item.report]
             result.files_parsed = len(asked)
@@ -325,6 +332,8 @@ class Workspace:
         for problem in [*discovery.problems, *walk_problems]:
             result.warnings.append(f"{display_path(Path(problem.path))}: {problem.reason}")
         for path, text in documents.items():
+            if force_exclude and discovery.excluded(path, self._base(path)):
+                continue
             data = _document_bytes(text)
             key = self._key(path)
             report[key] = _File(
@@ -350,12 +359,24 @@ class Workspace:
         return os.path.isdir(path) and below(path, self.root) == () if self.root else False
 
     def _project_walk(self) -> dict[str, str]:
-        """Every file of the project by key (walked again when asked to or on first use)."""
+        """Every file of the project by key: from the last walk while no folder or
+        ``.gitignore`` it read has changed, else walked again."""
         if self._project is None:
             assert self.root is not None
-            discovery = Discovery(self.config)
-            self._project = discovery.walk(self.root)
-            self._walk_problems = discovery.problems
+            inventory = self._load_inventory()
+            listing = inventory.listing
+            if listing is None or not listing.still_valid():
+                discovery = Discovery(self.config)
+                files = discovery.walk(self.root)
+                ignores = {path: signature(path) for path in discovery.ignore_files()}
+                problems = tuple(f"{p.path}\0{p.reason}" for p in discovery.problems)
+                listing = Listing(discovery.listed, ignores, tuple(files), problems)
+                inventory.record_listing(listing, time.time_ns())
+            prefix = str(self.root) + os.sep
+            self._project = {key: prefix + key.replace("/", os.sep) for key in listing.files}
+            self._walk_problems = [
+                DiscoveryProblem(*problem.split("\0", 1)) for problem in listing.problems
+            ]
             self._stale_paths.clear()
         return self._project
 
@@ -365,9 +386,9 @@ class Workspace:
         documents: Mapping[Path, str | bytes],
         report: dict[str, _File],
         rescan: bool,
-    ) -> dict[str, _File]:
-        """The project's other files, when some given path belongs to the project (lies
-        below its root and is not excluded from it); none otherwise."""
+    ) -> dict[str, str]:
+        """The project's other files (key -> path), when some given path belongs to the
+        project (lies below its root and is not excluded from it); none otherwise."""
         if self.root is None:
             return {}
         discovery = Discovery(self.config)
@@ -388,11 +409,7 @@ class Workspace:
                 for key, _ in stale:
                     self._inventory.forget(key)
             self._stale_paths.clear()
-        return {
-            key: _File(key, location)
-            for key, location in self._project_walk().items()
-            if key not in report
-        }
+        return {key: loc for key, loc in self._project_walk().items() if key not in report}
 
     # -- what each file holds ----------------------------------------------------------
 
@@ -408,6 +425,30 @@ class Workspace:
             opens=opens,
             noqa=_NOQA_WORD.search(data) is not None,
         )
+
+    def _scan(
+        self, files: dict[str, str], inventory: Inventory, scan_ns: int
+    ) -> tuple[dict[str, FileState], dict[str, bytes]]:
+        """Each file's state: recorded, or learnt from its bytes if its signature changed
+        (those bytes are returned too). Files that cannot be read are left out."""
+        states: dict[str, FileState] = {}
+        fresh: dict[str, bytes] = {}
+        for key, location in files.items():
+            sig = signature(location)
+            known = inventory.known(key, sig)
+            if known is not None:
+                states[key] = known
+                continue
+            try:
+                with open(location, "rb") as handle:
+                    data = handle.read()
+            except OSError:
+                continue
+            states[key] = self._classify(data)
+            fresh[key] = data
+            if sig is not None:
+                inventory.record(key, sig, states[key], scan_ns)
+        return states, fresh
 
     def _read(self, item: _File, inventory: Inventory, scan_ns: int) -> None:
         sig = signature(item.location)
@@ -442,17 +483,16 @@ class Workspace:
 
     # -- the run record ----------------------------------------------------------------
 
-    def _run_key(self, report: dict[str, _File], files: dict[str, _File]) -> str:
+    def _run_key(self, report: dict[str, _File], states: dict[str, FileState]) -> str:
         """What a run's findings are a function of, beyond the cache's salt: every file's
         key and bytes, which ones are asked about and how they are shown."""
         if self._cache is None:
             return ""
         lines = [f"prefilter={self.prefilter}", f"cwd={self._cwd}", f"scope={self._scope}"]
-        for key in sorted(files):
-            item = files[key]
-            digest = item.state.digest if item.state is not None else f"! {item.problem}"
-            role = f"{item.display}\0{int(item.document)}" if item.report else ""
-            lines.append(f"{key}\0{digest}\0{role}")
+        lines += [f"{key}\0{states[key].digest}" for key in sorted(states)]
+        for key in sorted(report):
+            item = report[key]
+            lines.append(f"{key}\0{item.display}\0{int(item.document)}\0{item.problem}")
         return self._cache.key("run", b"", "\n".join(lines))
 
     def _replay(self, key: str, result: AuditResult, fixing: bool, unsafe: bool) -> bool:
@@ -471,12 +511,11 @@ class Workspace:
 
     # -- rules that apply ----------------------------------------------------------------
 
-    def _applicable(self, files: dict[str, _File], result: AuditResult) -> list[RuleSpec]:
+    def _applicable(self, states: dict[str, FileState], result: AuditResult) -> list[RuleSpec]:
         """The enabled rules whose scope (``Rule.activation``) some file of the project opens."""
         opened: set[str] = set()
-        for item in files.values():
-            if item.state is not None:
-                opened.update(item.state.opens)
+        for state in states.values():
+            opened.update(state.opens)
         applicable = []
         for spec in self.specs:
             if spec.activation is not None and spec.code not in opened:
@@ -507,7 +546,6 @@ class Workspace:
         rules = [spec.load() for spec in applicable]
         sources = {
             item.key: Source(
-                item.path,
                 item.key,
                 item.display or item.key,
                 b"",
@@ -780,13 +818,13 @@ class Workspace:
             stored = None
             if self._cache is not None:
                 stored = self._cache.get(self._cache.key("inventory", b"", self._scope))
-            self._inventory = Inventory(stored if isinstance(stored, dict) else None)
+            self._inventory = Inventory(stored)
         return self._inventory
 
     def _store_inventory(self, inventory: Inventory) -> None:
         if self._cache is not None and inventory.changed:
             inventory.changed = False
-            self._cache.put(self._cache.key("inventory", b"", self._scope), inventory.entries)
+            self._cache.put(self._cache.key("inventory", b"", self._scope), inventory.stored())
 
 
 def _inactive(code: str) -> str:

@@ -90,3 +90,27 @@ def test_name_only_excludes_match_as_pathspec_does(tmp_path: Path) -> None:
     found = sorted(p.relative_to(tmp_path).as_posix() for p in by_name.files([tmp_path]))
     assert found == sorted(p.relative_to(tmp_path).as_posix() for p in by_glob.files([tmp_path]))
     assert found == ["a.py", "src/e.pyi"]
+
+
+def test_a_file_no_rule_can_fire_in_needs_no_libcst_in_a_project_either(
+    swacheck, tmp_path: Path
+) -> None:
+    """In a project (a git repository) the other files are context; for a file no rule
+    can fire in, the call still parses nothing and loads no facts."""
+    import shutil
+    import subprocess
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    for source in examples.glob("*.py"):
+        shutil.copy(source, tmp_path / source.name)
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    swacheck("audit", check_rc=1)  # the project's facts and the catalogue, cached
+    target = write(tmp_path / "plain.py", PLAIN)
+    for edit in range(2):
+        target.write_text(PLAIN + f"# edit {edit}\n")
+        proc = swacheck("audit", "plain.py", python=IMPORTTIME)
+        assert proc.returncode == 0 and proc.stdout == "All checks passed!\n"
+        assert not imports_libcst(proc)
+    # An SWA file of the same project gets its context (SWA005 needs the pool's facts).
+    runner = swacheck("audit", "model_runner.py", "-q", check_rc=1)
+    assert runner.stdout.startswith("model_runner.py:13:20: SWA005 ")

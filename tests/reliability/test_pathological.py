@@ -57,6 +57,12 @@ CASES: dict[str, tuple[bytes, list[str], str]] = {
         "indentation",
     ),
     "strings_3000.py": (SWA + b"x = (\n" + b"    'x'\n" * 3000 + b")\n", [], ""),
+    # libcst parses trailer chains in quadratic time, in native code no timer can stop:
+    # beyond 200 links in a row the file is not handed to it (150 are parsed).
+    "attribute_chain_5000.py": (SWA + b"x = a" + b".b" * 5000 + b"\n", ["SWA999"], "chain"),
+    "call_chain_3000.py": (SWA + b"x = f" + b"()" * 3000 + b"\n", ["SWA999"], "analyse"),
+    "subscript_chain_2000.py": (SWA + b"x = a" + b"[0]" * 2000 + b"\n", ["SWA999"], "analyse"),
+    "attribute_chain_150.py": (BUG + b"x = a" + b".b" * 150 + b"\n", ["SWA002"], ""),
     # 20 MB the prefilter rules out: read and matched, never parsed.
     "huge_without_swa.py": (b"def helper(x):\n    return x + 1\n\n" * 640_000, [], ""),
 }
