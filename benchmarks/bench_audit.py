@@ -1,17 +1,20 @@
-"""Audit speed, side by side in one run: swacheck (cold, warm, pre-commit), ruff, Fixit.
+"""Audit speed, side by side in one run: swacheck (cold, warm, pre-commit calls), ruff, Fixit.
 
-Downloads the engine releases (benchmarks/engines.py) and times, interleaved, each
-tool on each tree; reports medians of ``--runs`` runs and peak memory (max RSS of the
-child). Also checks that findings are identical with and without the prefilter, the
-cache (the run record, and the per-file entries alone) and parallelism.
+Downloads the engine releases (benchmarks/engines.py), copies each tree into a git
+repository of its own (the project root, as an engine's checkout is), and times,
+interleaved, each tool on it; reports medians of ``--runs`` runs and peak memory (max
+RSS of the child). Also checks that findings are identical with and without the
+prefilter, the cache (the run record, and the per-file entries alone) and parallelism,
+and that a pre-commit call on one file finds what the whole audit finds in it.
 
-The pre-commit-like calls audit one file whose bytes changed since the last call (a
-copy with a new comment each run), with the cache on as pre-commit runs it: the
-largest ``*swa*`` file (it must be parsed) and the largest file no enabled rule's
-triggers occur in (most edits in an engine tree); ``ruff check`` on the same SWA file
-beside them.
+The pre-commit calls are ``swacheck audit --force-exclude FILE`` from the repository
+root, as the hook runs, on a file edited in place (a new comment each run, so its bytes
+are new): the largest ``*swa*`` file (it must be parsed) and the largest file no enabled
+rule's triggers occur in (most edits in an engine tree), with the cache warm from the
+audits before; and the SWA file again on an empty cache (the first call ever, which
+reads the whole project). ``ruff check`` on the same SWA file beside them.
 
-    python benchmarks/bench_audit.py sglang==0.5.11 sglang==0.5.23 vllm==0.33.0 --runs 3
+    python benchmarks/bench_audit.py sglang==0.5.11 sglang==0.5.23 --runs 3 --no-fixit
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).parent))
 from engines import ensure
@@ -33,8 +37,17 @@ from engines import ensure
 HERE = Path(__file__).parent
 
 
-def timed(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[float, int, str]:
-    """Wall seconds, peak RSS (MiB) of the command, and its stdout.
+class Run(NamedTuple):
+    seconds: float
+    # User + system CPU seconds, the command's children included: on a shared machine
+    # the wall time of a short call grows with the load, its CPU time much less.
+    cpu: float
+    peak_mib: int
+    stdout: str
+
+
+def timed(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> Run:
+    """Run ``cmd`` and measure it.
 
     The peak comes from GNU time wrapped around the command where it is installed: a
     child's own ``ru_maxrss`` starts from this (large) process's at fork on Linux.
@@ -49,7 +62,16 @@ def timed(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple
         proc.returncode = 0  # reaped by wait4
         out.seek(0)
         kib = int(peak.read().strip().splitlines()[-1]) if gnu_time else usage.ru_maxrss
-        return elapsed, kib // 1024, out.read().decode(errors="replace")
+        cpu = usage.ru_utime + usage.ru_stime
+        return Run(elapsed, cpu, kib // 1024, out.read().decode(errors="replace"))
+
+
+def _note(spec: str, run: int, label: str, measured: Run) -> None:
+    print(
+        f"# {spec} run {run} {label}: {measured.seconds:.2f} s, {measured.cpu:.2f} s CPU, "
+        f"{measured.peak_mib} MiB",
+        flush=True,
+    )
 
 
 def _largest_untriggered(tree: Path) -> Path:
@@ -63,12 +85,25 @@ def _largest_untriggered(tree: Path) -> Path:
     return max(plain, key=lambda p: p.stat().st_size)
 
 
-def _edited_copy(source: Path, folder: Path, run: int) -> Path:
-    """A copy of ``source`` with bytes no earlier call has seen."""
-    folder.mkdir(parents=True, exist_ok=True)
-    copy = folder / source.name
-    copy.write_bytes(source.read_bytes() + f"\n# edited for run {run}\n".encode())
-    return copy
+def _project(tree: Path, into: Path) -> Path:
+    """A copy of the release's tree in a git repository: the project root."""
+    repo = into / "repo"
+    shutil.copytree(tree, repo / tree.name)
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    return repo
+
+
+def _edit(path: Path, original: bytes, run: int) -> None:
+    """``path`` with bytes no earlier call has seen (a comment at the end: rows stay)."""
+    path.write_bytes(original + f"\n# edited for run {run}\n".encode())
+
+
+def _by_file(findings: list[dict], name: str) -> list[tuple[int, int, str]]:
+    return sorted(
+        (f["location"]["row"], f["location"]["column"], f["code"])
+        for f in findings
+        if f["filename"] == name
+    )
 
 
 def main() -> int:
@@ -88,18 +123,20 @@ def main() -> int:
     rows = []
     for spec in args.releases:
         name, _, version = spec.partition("==")
-        tree = ensure(name, version)
-        files = sum(1 for _ in tree.rglob("*.py"))
-        size = sum(p.stat().st_size for p in tree.rglob("*.py")) / 1e6
-        cache = Path(tempfile.mkdtemp(prefix="swacheck-bench-"))
-        config = cache / "bench.toml"
-        config.write_text(f"[tool.swacheck]\ncache-dir = '{cache / 'c'}'\n")
-        one_file = max((p for p in tree.rglob("*swa*.py")), key=lambda p: p.stat().st_size)
-        plain_file = _largest_untriggered(tree)
-        edits = cache / "edits"
+        work = Path(tempfile.mkdtemp(prefix="swacheck-bench-"))
+        repo = _project(ensure(name, version), work)
+        files = sum(1 for _ in repo.rglob("*.py"))
+        size = sum(p.stat().st_size for p in repo.rglob("*.py")) / 1e6
+        cache = ["--cache-dir", str(work / "c")]
+        swa_file = max((p for p in repo.rglob("*swa*.py")), key=lambda p: p.stat().st_size)
+        plain_file = _largest_untriggered(repo)
+        swa, plain = (str(p.relative_to(repo)) for p in (swa_file, plain_file))
+        originals = {p: p.read_bytes() for p in (swa_file, plain_file)}
+        hook = [*swacheck, "--force-exclude", *cache]
         times: dict[str, list[float]] = {
             "cold": [],
             "warm": [],
+            "one-file-cold": [],
             "one-file": [],
             "one-file-plain": [],
             "ruff": [],
@@ -107,94 +144,87 @@ def main() -> int:
             "fixit": [],
         }
         peak: dict[str, int] = {}
+        cpu: dict[str, list[float]] = {}
         outputs: dict[str, str] = {}
         for run in range(args.runs):
-            shutil.rmtree(cache / "c", ignore_errors=True)
-            swa_copy = _edited_copy(one_file, edits / f"swa{run}", run)
-            plain_copy = _edited_copy(plain_file, edits / f"plain{run}", run)
+            for path, original in originals.items():
+                _edit(path, original, run)
+            steps = [
+                ("one-file-cold", [*hook, "--output-format", "json", swa]),
+                ("cold", [*swacheck, *cache, "--output-format", "json", "."]),
+                ("warm", [*swacheck, *cache, "--output-format", "json", "."]),
+            ]
+            for label, cmd in steps:
+                if label in ("one-file-cold", "cold"):
+                    shutil.rmtree(work / "c", ignore_errors=True)
+                measured = timed(cmd, cwd=repo)
+                _note(spec, run, label, measured)
+                times[label].append(measured.seconds)
+                cpu.setdefault(label, []).append(measured.cpu)
+                peak[label] = max(peak.get(label, 0), measured.peak_mib)
+                outputs.setdefault(label, measured.stdout)
+            for path, original in originals.items():
+                _edit(path, original, run + 1000)  # bytes the warm cache has not seen
             for label, cmd in (
-                (
-                    "cold",
-                    [*swacheck, "--config", str(config), "--output-format", "json", str(tree)],
-                ),
-                (
-                    "warm",
-                    [*swacheck, "--config", str(config), "--output-format", "json", str(tree)],
-                ),
-                ("one-file", [*swacheck, "--config", str(config), str(swa_copy)]),
-                ("one-file-plain", [*swacheck, "--config", str(config), str(plain_copy)]),
-                (
-                    "ruff-one-file",
-                    [ruff, "check", "--select", "E,F,W", "-q", "--exit-zero", str(swa_copy)],
-                ),
+                ("one-file", [*hook, swa]),
+                ("one-file-plain", [*hook, plain]),
+                ("ruff-one-file", [ruff, "check", "--select", "E,F,W", "-q", "--exit-zero", swa]),
                 (
                     "ruff",
-                    [
-                        ruff,
-                        "check",
-                        "--select",
-                        "E,F,W",
-                        "--no-cache",
-                        "--exit-zero",
-                        "-q",
-                        str(tree),
-                    ],
+                    [ruff, "check", "--select", "E,F,W", "--no-cache", "--exit-zero", "-q", "."],
                 ),
             ):
-                seconds, rss, out = timed(cmd, cwd=tree.parent)
-                print(f"# {spec} run {run} {label}: {seconds:.2f} s, {rss} MiB", flush=True)
-                times[label].append(seconds)
-                peak[label] = max(peak.get(label, 0), rss)
-                outputs.setdefault(label, out)
+                measured = timed(cmd, cwd=repo)
+                _note(spec, run, label, measured)
+                times[label].append(measured.seconds)
+                cpu.setdefault(label, []).append(measured.cpu)
+                peak[label] = max(peak.get(label, 0), measured.peak_mib)
             if not args.no_fixit and run < args.fixit_runs:
                 env = {**os.environ, "PYTHONPATH": str(HERE)}
-                seconds, _, _ = timed(
-                    [fixit, "--rules", "fixit_swa002", "lint", str(tree)], cwd=tree.parent, env=env
-                )
-                times["fixit"].append(seconds)
-        # Findings identical without prefilter, cache and parallelism; and from the per-file
-        # entries alone (an empty extra file makes the run record miss).
-        (edits / "empty.py").write_text("")
-        variants = {
-            "no-prefilter": ["--no-prefilter", "--no-cache"],
-            "jobs1": ["--jobs", "1", "--no-cache"],
-            "file-entries": ["--config", str(config)],
-        }
-        extra_paths = {"file-entries": [str(edits / "empty.py")]}
-        identical = {}
+                measured = timed([fixit, "--rules", "fixit_swa002", "lint", "."], cwd=repo, env=env)
+                times["fixit"].append(measured.seconds)
+        for path, original in originals.items():
+            path.write_bytes(original)
         reference = json.loads(outputs["cold"])
-        for label, extra in variants.items() if not args.no_variants else ():
-            _, _, out = timed(
-                [
-                    *swacheck,
-                    *extra,
-                    "--output-format",
-                    "json",
-                    str(tree),
-                    *extra_paths.get(label, []),
-                ],
-                cwd=tree.parent,
+        identical = {"warm": json.loads(outputs["warm"]) == reference}
+        # The first pre-commit call on a cold cache finds what the whole audit finds there.
+        identical["one-file-cold"] = _by_file(
+            json.loads(outputs["one-file-cold"]), swa
+        ) == _by_file(reference, swa)
+        # Without prefilter, cache and parallelism; and from the per-file entries alone
+        # (the run record misses from another working directory: paths are shown from it).
+        variants = {
+            "no-prefilter": (["--no-prefilter", "--no-cache"], repo, "."),
+            "jobs1": (["--jobs", "1", "--no-cache"], repo, "."),
+            "file-entries": (cache, repo.parent, repo.name),
+        }
+        for label, (extra, cwd, target) in variants.items() if not args.no_variants else ():
+            found = json.loads(
+                timed([*swacheck, *extra, "--output-format", "json", target], cwd=cwd).stdout
             )
-            identical[label] = json.loads(out) == reference
-        identical["warm"] = json.loads(outputs["warm"]) == reference
+            for finding in found:
+                finding["filename"] = os.path.relpath(cwd / finding["filename"], repo)
+            identical[label] = found == reference
         med = {k: round(statistics.median(v), 3) for k, v in times.items() if v}
         row = {
             "release": spec,
             "files": files,
             "MB": round(size, 1),
             "median_s": med,
+            "median_cpu_s": {k: round(statistics.median(v), 3) for k, v in cpu.items()},
+            "min_s": {k: round(min(v), 3) for k, v in times.items() if v},
             "peak_MiB": peak,
             "cold_vs_ruff": round(med["cold"] / med["ruff"], 2),
             "warm_vs_ruff": round(med["warm"] / med["ruff"], 2),
-            "one_file": str(one_file.relative_to(tree.parent)),
-            "one_file_plain": str(plain_file.relative_to(tree.parent)),
+            "one_file": swa,
+            "one_file_plain": plain,
             "findings": len(reference),
             "identical": identical,
             "runs": args.runs,
         }
         rows.append(row)
         print(json.dumps(row), flush=True)
-        shutil.rmtree(cache, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
     print(json.dumps({"rows": rows}))
     return 0
 

@@ -21,10 +21,9 @@ file of the project (from memory, the cache, or the first pass) and the rules ov
 files asked about (:mod:`swacheck.engine.passes`, which imports libcst). A warm call,
 or a call on files no rule can fire in, never imports libcst or the rules.
 
-Persistence (``cache-dir``): the inventory and the facts of the whole project are one
-entry each; facts computed since the facts entry was written are kept beside it per
-file until enough of them pile up to rewrite it; findings per file, keyed by its bytes
-and a digest of the whole project index; the run records.
+Persistence (``cache-dir``): the inventory (one entry), the facts of the whole project
+(:mod:`swacheck.engine.facts_store`), findings per file keyed by its bytes and a digest
+of the whole project index, and the run records.
 """
 
 from __future__ import annotations
@@ -44,6 +43,7 @@ from swacheck.config import Config
 from swacheck.discovery import Discovery, DiscoveryProblem, below
 from swacheck.engine.cache import ResultCache, facts_digest, project_digest, result_cache
 from swacheck.engine.codes import ENGINE_CODES
+from swacheck.engine.facts_store import FactsRecord, FactsStore
 from swacheck.engine.fixer import fixable, write_atomic
 from swacheck.engine.noqa import suppressions, unused
 from swacheck.engine.prefilter import Prefilter
@@ -68,20 +68,6 @@ if TYPE_CHECKING:
 
 DEFAULT_ENGINE_CODES = frozenset(c.code for c in ENGINE_CODES if c.default)
 _NOQA_WORD = re.compile(rb"noqa", re.IGNORECASE)
-# Facts computed since the project's facts entry was written are stored per file until
-# there are more than this many (or this share of the candidates); then it is rewritten.
-_OVERLAY_FILES = 16
-_OVERLAY_SHARE = 0.05
-
-
-@dataclass(frozen=True)
-class _FactsRecord:
-    """One file's first-pass result: for which bytes and rule profile, and its digest."""
-
-    digest: str
-    profile: str
-    facts: Any  # ModuleFacts, or the SWA999 finding of a file that does not parse
-    facts_digest: str
 
 
 @dataclass(frozen=True)
@@ -116,15 +102,6 @@ class _File:
 
 def _as_shown(key: str) -> str:
     return key.replace("/", os.sep)
-
-
-def _same(stored: _FactsRecord | None, record: _FactsRecord) -> bool:
-    return (
-        stored is not None
-        and stored.digest == record.digest
-        and stored.profile == record.profile
-        and stored.facts_digest == record.facts_digest
-    )
 
 
 def _document_bytes(text: str | bytes) -> bytes:
@@ -188,8 +165,7 @@ class Workspace:
         self._project: dict[str, str] | None = None
         self._stale_paths: set[Path] = set()
         self._walk_problems: list[DiscoveryProblem] = []
-        self._facts: dict[str, _FactsRecord] = {}
-        self._stored: dict[str, _FactsRecord] | None = None
+        self._facts = FactsStore(self._cache, self._scope)
         self._index: tuple[str, ProjectIndex] | None = None
         self._outcomes: dict[str, CheckOutcome] = {}
 
@@ -433,11 +409,17 @@ class Workspace:
         (those bytes are returned too). Files that cannot be read are left out."""
         states: dict[str, FileState] = {}
         fresh: dict[str, bytes] = {}
+        # One stat per file and no call per file: this loop runs over every project file.
+        entries, stat = inventory.entries, os.stat
         for key, location in files.items():
-            sig = signature(location)
-            known = inventory.known(key, sig)
-            if known is not None:
-                states[key] = known
+            try:
+                info = stat(location)
+            except OSError:
+                continue
+            sig = (info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns)
+            entry = entries.get(key)
+            if entry is not None and entry[2] and entry[0] == sig:
+                states[key] = FileState(*entry[1])
                 continue
             try:
                 with open(location, "rb") as handle:
@@ -446,8 +428,7 @@ class Workspace:
                 continue
             states[key] = self._classify(data)
             fresh[key] = data
-            if sig is not None:
-                inventory.record(key, sig, states[key], scan_ns)
+            inventory.record(key, sig, states[key], scan_ns)
         return states, fresh
 
     def _read(self, item: _File, inventory: Inventory, scan_ns: int) -> None:
@@ -582,13 +563,13 @@ class Workspace:
         sources: dict[str, Source],
         profile: str,
         passes: Passes,
-    ) -> dict[str, _FactsRecord]:
+    ) -> dict[str, FactsRecord]:
         """Every candidate's facts: from memory, the cache, or parsed now."""
-        records: dict[str, _FactsRecord] = {}
+        records: dict[str, FactsRecord] = {}
         missing = []
         for key, item in by_key.items():
             assert item.state is not None
-            record = self._known_facts(key, item, profile)
+            record = self._facts.get(key, item.state.digest, profile)
             if record is not None:
                 records[key] = record
             else:
@@ -606,53 +587,11 @@ class Workspace:
                 first = firsts[source.number]
                 state = by_key[source.key].state
                 assert state is not None
-                record = _FactsRecord(state.digest, profile, first, facts_digest(first))
-                records[source.key] = self._facts[source.key] = record
-            self._store_facts(records, missing)
+                records[source.key] = FactsRecord(state.digest, profile, first, facts_digest(first))
+            self._facts.put(records, missing)
         return records
 
-    def _known_facts(self, key: str, item: _File, profile: str) -> _FactsRecord | None:
-        assert item.state is not None
-        digest = item.state.digest
-        record = self._facts.get(key)
-        if record is not None and record.digest == digest and record.profile == profile:
-            return record
-        if self._cache is None:
-            return None
-        record = self._stored_facts().get(key)
-        if record is None or record.digest != digest or record.profile != profile:
-            hit = self._cache.get(self._cache.key("facts", b"", f"{key}\0{digest}\0{profile}"))
-            record = hit if isinstance(hit, _FactsRecord) else None
-        if record is not None:
-            self._facts[key] = record
-        return record
-
-    def _stored_facts(self) -> dict[str, _FactsRecord]:
-        """The project's facts entry (read once per workspace)."""
-        if self._stored is None:
-            assert self._cache is not None
-            hit = self._cache.get(self._cache.key("project-facts", b"", self._scope))
-            self._stored = hit if isinstance(hit, dict) else {}
-        return self._stored
-
-    def _store_facts(self, records: dict[str, _FactsRecord], new: list[str]) -> None:
-        """Keep new facts beside the project's facts entry, or rewrite the entry once
-        too many are beside it."""
-        if self._cache is None:
-            return
-        stored = self._stored_facts()
-        behind = sum(1 for key, record in records.items() if not _same(stored.get(key), record))
-        if behind > max(_OVERLAY_FILES, _OVERLAY_SHARE * len(records)):
-            self._stored = dict(records)
-            self._cache.put(self._cache.key("project-facts", b"", self._scope), self._stored)
-            return
-        for key in new:
-            record = records.get(key)
-            if record is not None:
-                extra = f"{key}\0{record.digest}\0{record.profile}"
-                self._cache.put(self._cache.key("facts", b"", extra), record)
-
-    def _project_index(self, records: dict[str, _FactsRecord]) -> tuple[ProjectIndex, str]:
+    def _project_index(self, records: dict[str, FactsRecord]) -> tuple[ProjectIndex, str]:
         """The project index of these facts (the last one again if nothing changed)."""
         from swacheck.analysis.index import ModuleFacts, ProjectIndex
 
@@ -670,7 +609,7 @@ class Workspace:
         self,
         by_key: dict[str, _File],
         sources: dict[str, Source],
-        records: dict[str, _FactsRecord],
+        records: dict[str, FactsRecord],
         project: ProjectIndex,
         digest: str,
         profile: str,
