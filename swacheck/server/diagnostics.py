@@ -2,9 +2,9 @@
 
 Severity follows the SARIF output: a file that cannot be analysed (``SWA999``) is an
 error, a rule's finding a warning; an unused ``# noqa`` (``SWA100``) is also tagged
-unnecessary, so editors grey it out as they do unused code. Each diagnostic links to
-its rule's page (``codeDescription``, the JSON/SARIF ``url``); the hover shows the
-page itself.
+unnecessary, so editors grey it out as they do unused code. Each rule's diagnostic
+links to the rule's page (``codeDescription``, the JSON/SARIF ``url``; the engine's own
+codes have no published page); the hover shows the page itself.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from lsprotocol import types
 from pygls.workspace import PositionCodec
 
+from swacheck.engine.codes import engine_code
 from swacheck.finding import PARSE_ERROR_CODE, UNUSED_NOQA_CODE, Finding
 from swacheck.report.urls import rule_url
 from swacheck.server.documents import Report, Snapshot
@@ -33,7 +34,11 @@ def diagnostic(finding: Finding, lines: LineIndex) -> types.Diagnostic:
             else types.DiagnosticSeverity.Warning
         ),
         code=finding.code,
-        code_description=types.CodeDescription(href=rule_url(finding.code)),
+        code_description=(
+            types.CodeDescription(href=rule_url(finding.code))
+            if engine_code(finding.code) is None
+            else None
+        ),
         source=SOURCE,
         tags=[types.DiagnosticTag.Unnecessary] if finding.code == UNUSED_NOQA_CODE else None,
     )

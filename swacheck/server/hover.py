@@ -55,7 +55,7 @@ def codes_at(report: Report | None, lines: LineIndex, position: types.Position) 
 
 def hover(codes: Iterable[str]) -> types.Hover | None:
     pages = [
-        f"{text.rstrip()}\n\n[{code} documentation]({rule_url(code)})"
+        text.rstrip() if engine_code(code) else f"{text.rstrip()}\n\n[{code}]({rule_url(code)})"
         for code in codes
         if (text := page(code)) is not None
     ]

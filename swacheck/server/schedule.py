@@ -5,9 +5,10 @@ single change gets its diagnostics as fast as the audit allows; edits that follo
 closer together than the debounce time are audited once, that long after the last of
 them. At most one audit round runs at a time (an audit cannot be interrupted); anything
 that asks for one meanwhile gets one more round right after it, which audits the newest
-text of every document. So while rounds take longer than the debounce time (a
-6,000-line file), the first edit of a burst waits too: an audit started at once would
-hold up the one after the burst's last key by its whole length.
+text of every document. An audit started at a burst's first key holds up the one after
+its last key only by what it outlasts the burst plus the debounce time; bursts of typing
+last longer than the debounce time, so that is nothing unless rounds take longer than
+twice the debounce time (a 6,000-line file): then the first edit of a burst waits too.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ class Debouncer:
         now = loop.time()
         quiet = now - self._last_edit >= self.delay_s
         self._last_edit = now
-        if quiet and self._timer is None and self.last_round_s <= self.delay_s:
+        if quiet and self._timer is None and self.last_round_s <= 2 * self.delay_s:
             self.now()
             return
         if self._timer is not None:

@@ -16,7 +16,7 @@ from typing import Any
 # Keystrokes closer together than this are one burst, audited once after its last key
 # (typing runs at 5-10 keys a second; an audit of an edited SWA file of SGLang takes
 # about a tenth of a second of CPU). A key after a longer pause is audited at once while
-# audits take less than this (see swacheck.server.schedule).
+# audits take less than twice this (see swacheck.server.schedule).
 DEFAULT_DEBOUNCE_MS = 150
 
 

@@ -303,6 +303,7 @@ def test_a_document_that_does_not_parse_gets_swa999_and_the_server_goes_on(
         (swa999,) = diagnostics
         assert swa999.code == "SWA999"
         assert swa999.severity == types.DiagnosticSeverity.Error
+        assert swa999.code_description is None  # the engine's codes have no page
         assert error.value.lineno is not None and error.value.offset is not None
         assert swa999.range.start.line == error.value.lineno - 1
         assert swa999.range.start.character == error.value.offset - 1
