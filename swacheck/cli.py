@@ -1,4 +1,4 @@
-"""``swacheck`` command line: ``audit``, ``rule``, ``rules``, ``demo``.
+"""``swacheck`` command line: ``audit``, ``rule``, ``rules``, ``server``, ``demo``.
 
 Options of ``audit`` are spelled as ruff's, and mean what ruff's mean. Exit status: 0 no
 findings, 1 findings, 2 usage, configuration or internal error.
@@ -128,6 +128,7 @@ def _build_parser() -> argparse.ArgumentParser:
     rule.add_argument("code")
     rules = commands.add_parser("rules", help="list the rules")
     rules.add_argument("--output-format", choices=("text", "json"), default="text")
+    commands.add_parser("server", help="run the language server (LSP over stdio) for editors")
     commands.add_parser(
         "demo", help="serve a mixed batch through the reference model", add_help=False
     )
@@ -378,6 +379,27 @@ def _demo(argv: Sequence[str]) -> int:
     return demo_main(list(argv))
 
 
+SERVER_MODULES = ("pygls", "lsprotocol")
+SERVER_NEEDS = (
+    "swacheck server needs the `lsp` extra (pygls, lsprotocol). From a clone: python -m pip "
+    "install '.[lsp]'; from the repository: python -m pip install "
+    "'swacheck[lsp] @ git+https://github.com/swacheck/swacheck'"
+)
+
+
+def _server() -> int:
+    """``swacheck server``: checked for its extra before anything of it is imported."""
+    import importlib.util
+
+    missing = [name for name in SERVER_MODULES if importlib.util.find_spec(name) is None]
+    if missing:
+        print(f"swacheck: {SERVER_NEEDS} (not installed: {', '.join(missing)})", file=sys.stderr)
+        return EXIT_ERROR
+    from swacheck.server.app import serve
+
+    return serve()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["demo"]:
@@ -388,6 +410,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _audit(args)
         if args.command == "rule":
             return _rule(args.code)
+        if args.command == "server":
+            return _server()
         return _rules(args.output_format)
     except ConfigError as exc:
         print(f"swacheck: configuration error: {exc}", file=sys.stderr)
