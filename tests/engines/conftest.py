@@ -3,7 +3,7 @@
 the shim in ``sglang_shim.py``; the suite skips, saying why, only when PyPI cannot be reached.
 
 ``--engine-figures=FILE`` writes the sanitizer reports the tests record (``figures``
-fixture) as JSON lines, the source of docs/real-world-runtime.md.
+fixture) as JSON lines, the source of the runtime section of docs/real-world.md.
 """
 
 from __future__ import annotations

@@ -1,48 +1,70 @@
-"""The recipe of docs/sanitizing-sglang.md, followed as written: a project whose tests use
-SGLang's real classes names them in its pytest configuration for the release line and
-runs ``pytest --swa-sanitize=fast``. A test that churns 0.5.23's real pool and allocator
-reports nothing; a test that drives 0.5.11's padded populate fails with
-``padding-not-zeroed`` (and the report lists the int64 buffer too).
+"""The recipe of README's "Sanitizing SGLang's test suite", followed as written: a
+project whose tests use SGLang's real classes names them in its pytest configuration for
+the release line and runs ``pytest --swa-sanitize=fast``. A test that churns 0.5.23's
+real pool and allocator reports nothing; a test that drives 0.5.11's padded populate
+fails with ``padding-not-zeroed`` (and the report lists the int64 buffer too). Every
+class a recipe names loads on each release of its line.
 
 The project's conftest.py imports the release through this suite's shim, standing in for
 ``pip install sglang==VERSION`` (whose dependencies a CPU test machine lacks)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
+from sglang_shim import activated
 from sglang_wheels import CACHE, PyPIUnreachable, extracted
+
+from swacheck.runtime.class_spec import parse_class_spec
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 pytest_plugins = ["pytester"]
 
 HERE = Path(__file__).parent
 
-# docs/sanitizing-sglang.md, per release line.
-RECIPES = {
-    "0.5.11": """
-[tool.pytest.ini_options]
-swa_sanitize_classes = [
-    "sglang.srt.mem_cache.swa_memory_pool:SWAKVPool",
-    "sglang.srt.mem_cache.swa_memory_pool:SWATokenToKVPoolAllocator",
-    "sglang.srt.model_executor.cuda_graph_runner:CudaGraphRunner",
-    "sglang.srt.model_executor.cuda_graph_runner:DecodeInputBuffers",
-]
-""",
-    "0.5.23": """
-[tool.pytest.ini_options]
-swa_sanitize_classes = [
-    "sglang.srt.mem_cache.swa_memory_pool:SWAKVPool",
-    "sglang.srt.mem_cache.allocator.swa:SWATokenToKVPoolAllocator",
-    "sglang.srt.mem_cache.deepseek_v4_memory_pool:DeepSeekV4TokenToKVPool",
-    "sglang.srt.model_executor.runner.decode_cuda_graph_runner:DecodeCudaGraphRunner",
-    "sglang.srt.model_executor.cuda_graph_buffer_registry:CudaGraphBufferRegistry",
-]
+README = HERE.parents[1] / "README.md"
 
-[tool.swacheck]
-runtime-swa-loc-dtypes = ["int32", "int64"]
-""",
+
+def recipe(release_line: str) -> str:
+    """The TOML of README's "Sanitizing SGLang's test suite" for a release line: the
+    block after its ``<!-- sglang-recipe LINE -->`` marker, as a user copies it."""
+    text = README.read_text(encoding="utf-8")
+    marker = f"<!-- sglang-recipe {release_line} -->\n```toml\n"
+    assert marker in text, f"README has no recipe for SGLang {release_line}"
+    return text.split(marker, 1)[1].split("```", 1)[0]
+
+
+# README's release lines (by their marker) and the releases of each this suite covers.
+RELEASE_LINES = {
+    "0.5.11": ("0.5.11",),
+    "0.5.12": ("0.5.12", "0.5.12.post1"),
+    "0.5.13": ("0.5.13",),
+    "0.5.23": ("0.5.14", "0.5.23"),
 }
+
+
+@pytest.mark.parametrize(
+    ("line", "version"), [(line, v) for line, versions in RELEASE_LINES.items() for v in versions]
+)
+def test_every_class_a_recipe_names_loads_on_each_release_of_its_line(
+    line: str, version: str
+) -> None:
+    """A name that does not resolve stops the user's whole session (a usage error)."""
+    try:
+        root = extracted(version)
+    except PyPIUnreachable as exc:
+        pytest.skip(f"PyPI cannot be reached, so sglang=={version} cannot be tested: {exc}")
+    specs = tomllib.loads(recipe(line))["tool"]["pytest"]["ini_options"]["swa_sanitize_classes"]
+    with activated(version, root):
+        loaded = [parse_class_spec(spec).load().__name__ for spec in specs]
+    assert loaded == [spec.rpartition(":")[2] for spec in specs]
+
 
 CONFTEST = """
 import os
@@ -92,7 +114,7 @@ def project(request: pytest.FixtureRequest, pytester: pytest.Pytester) -> pytest
         extracted(version)
     except PyPIUnreachable as exc:
         pytest.skip(f"PyPI cannot be reached, so sglang=={version} cannot be tested: {exc}")
-    pytester.makepyprojecttoml(RECIPES[version])
+    pytester.makepyprojecttoml(recipe(version))
     pytester.makeconftest(CONFTEST.format(engines=str(HERE), cache=str(CACHE), version=version))
     pytester.makepyfile(test_with_sglang=TESTS[version])
     return pytester
