@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Demos (every bug switch at both levels, 40 steps) and the 10,000-step soak on one H100.
+# Demos (every bug switch at both levels, 40 steps) and the soak (SOAK_STEPS, default 10,000) on one H100.
 set -o pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
@@ -18,5 +18,5 @@ except Exception as e: print("unparsed", e)')"
   done
 done
 echo "== soak"
-timeout 330 python3 benchmarks/soak_sanitizer.py --device cuda --steps 10000 --level fast 2>&1 | tee $OUT/soak.log | tail -8
+timeout 330 python3 benchmarks/soak_sanitizer.py --device cuda --steps ${SOAK_STEPS:-10000} --level fast 2>&1 | tee $OUT/soak.log | tail -8
 echo "exit ${PIPESTATUS[0]}"
