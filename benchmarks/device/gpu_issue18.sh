@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # Issue 18 on one CUDA device: every file with GPU tests run alone three times, the whole
 # reference_impl + runtime suite under xdist three times, and the capture regression test
-# with the collector pause removed (it must fail then). Logs go to $OUT.
+# with the collector pause removed (it must fail then). Logs go to $OUT. PART=alone runs the
+# first part only, PART=suite the other two (one device call may not hold both).
 set -o pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
+if [ "${PART:-all}" != suite ]; then
 for run in 1 2 3; do
   for file in tests/runtime/test_gpu.py tests/reference_impl/test_bug_switches.py tests/reference_impl/test_serving.py; do
     echo "alone $run $file: $(timeout 240 python3 -m pytest $file -q -p no:cacheprovider 2>&1 | tee -a $OUT/alone.log | tail -1)"
   done
 done
+fi
+[ "${PART:-all}" = alone ] && exit 0
 for run in 1 2 3; do
   echo "suite $run: $(timeout 300 python3 -m pytest tests/reference_impl tests/runtime -q -n 8 -p no:cacheprovider 2>&1 | tee -a $OUT/suite.log | tail -1)"
 done
