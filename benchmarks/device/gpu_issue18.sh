@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 18 on one CUDA device: every file with GPU tests run alone three times, the whole
+# Issue 18 on one CUDA device: every test file that runs on CUDA run alone three times, the whole
 # reference_impl + runtime suite under xdist three times, and the capture regression test
 # with the collector pause removed (it must fail then). Logs go to $OUT. PART=alone runs the
 # first part only, PART=suite the other two (one device call may not hold both).
@@ -10,10 +10,14 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
 if [ "${PART:-all}" != suite ]; then
-for run in 1 2 3; do
-  for file in tests/runtime/test_gpu.py tests/reference_impl/test_bug_switches.py tests/reference_impl/test_serving.py; do
-    echo "alone $run $file: $(timeout 240 python3 -m pytest $file -q -p no:cacheprovider 2>&1 | tee -a $OUT/alone.log | tail -1)"
+# Each file that runs on CUDA, in three fresh processes at once (each alone in its process).
+for file in tests/runtime/test_gpu.py tests/runtime/test_reference_impl.py tests/reference_impl/test_bug_switches.py tests/reference_impl/test_serving.py tests/reference_impl/test_kernels.py tests/reference_impl/test_pool.py; do
+  name=$(basename $file .py)
+  for run in 1 2 3; do
+    timeout 300 python3 -m pytest $file -q -p no:cacheprovider > $OUT/alone-$name-$run.log 2>&1 &
   done
+  wait
+  for run in 1 2 3; do echo "alone $run $file: $(tail -1 $OUT/alone-$name-$run.log)"; done
 done
 fi
 [ "${PART:-all}" = alone ] && exit 0
