@@ -16,18 +16,10 @@ from swacheck.analysis.scope import config_terms
 from swacheck.analysis.writes import WRITE
 from swacheck.config import Config
 from swacheck.finding import Applicability, Fix
-from swacheck.order_rule import OrderRule
+from swacheck.order_rule import MEMOISING_TRANSLATE, OrderRule
 from swacheck.rule import FixSafety, Invalid, Valid
 
-# A memoising translation (SGLang #25824's cache), appended to an example's class.
-_MEMO = """
-    def translate_loc_from_full_to_swa(self, kv_indices):
-        key = (kv_indices.data_ptr(), kv_indices.numel())
-        if key != self._cached_loc_key:
-            self._cached_swa_loc = self.full_to_swa_index_mapping[kv_indices]
-            self._cached_loc_key = key
-        return self._cached_swa_loc
-"""
+_MEMO = MEMOISING_TRANSLATE
 
 _POOL = (
     """

@@ -19,7 +19,7 @@ from swacheck.analysis.scope import config_terms
 from swacheck.analysis.writes import CALL, Event
 from swacheck.config import Config
 from swacheck.finding import Applicability, Fix
-from swacheck.order_rule import OrderRule
+from swacheck.order_rule import MEMOISING_POOL, OrderRule
 from swacheck.rule import FixSafety, Invalid, Valid
 from swacheck.triggers import exact, word
 
@@ -36,19 +36,7 @@ class CudaGraphRunner:
         return out
 """
 
-# The translation cache the captures must not pollute: a memoising translate.
-_POOL = """
-class SWAKVPool:
-    def invalidate_loc_cache(self):
-        self._cached_loc_key = None
-
-    def translate_loc_from_full_to_swa(self, kv_indices):
-        key = (kv_indices.data_ptr(), kv_indices.numel())
-        if key != self._cached_loc_key:
-            self._cached_swa_loc = self.full_to_swa_index_mapping[kv_indices]
-            self._cached_loc_key = key
-        return self._cached_swa_loc
-"""
+_POOL = MEMOISING_POOL
 _POOL_FILE = {"pool.py": _POOL}
 
 

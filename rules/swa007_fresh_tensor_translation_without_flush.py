@@ -11,23 +11,10 @@ from swacheck.analysis.order import FunctionFlow, function_flow
 from swacheck.analysis.scope import config_terms
 from swacheck.analysis.writes import CALL
 from swacheck.config import Config
-from swacheck.order_rule import OrderRule
+from swacheck.order_rule import MEMOISING_POOL, OrderRule
 from swacheck.rule import Invalid, Valid
 
-# A memoising translation (SGLang #25824's cache): what a fresh tensor's translation
-# can be served from, and leaves behind.
-_POOL = """
-class SWAKVPool:
-    def invalidate_loc_cache(self):
-        self._cached_loc_key = None
-
-    def translate_loc_from_full_to_swa(self, kv_indices):
-        key = (kv_indices.data_ptr(), kv_indices.numel())
-        if key != self._cached_loc_key:
-            self._cached_swa_loc = self.full_to_swa_index_mapping[kv_indices]
-            self._cached_loc_key = key
-        return self._cached_swa_loc
-"""
+_POOL = MEMOISING_POOL
 
 
 class FreshTensorTranslationWithoutFlush(OrderRule):

@@ -16,6 +16,26 @@ if TYPE_CHECKING:
     from swacheck.config import Config
     from swacheck.context import FileContext
 
+# The examples' translation cache (SGLang #25824's): a translate that memoises its
+# result, as a method to append to an example's class, and a pool that holds it. Without
+# a cache in the audited files an order rule does not apply.
+MEMOISING_TRANSLATE = """
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        key = (kv_indices.data_ptr(), kv_indices.numel())
+        if key != self._cached_loc_key:
+            self._cached_swa_loc = self.full_to_swa_index_mapping[kv_indices]
+            self._cached_loc_key = key
+        return self._cached_swa_loc
+"""
+MEMOISING_POOL = (
+    """
+class SWAKVPool:
+    def invalidate_loc_cache(self):
+        self._cached_loc_key = None
+"""
+    + MEMOISING_TRANSLATE
+)
+
 
 class OrderRule(Rule):
     """Base of the order rules (SWA001, SWA004, SWA005, SWA007): their shared scope.
