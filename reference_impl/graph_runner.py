@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 from torch import Tensor
@@ -20,9 +20,23 @@ from swacheck.reference_impl.forward_batch import ForwardBatch, ForwardMode
 from swacheck.reference_impl.tensor_types import Logits, PerRequest32, TokenIds
 
 if TYPE_CHECKING:
-    from swacheck.reference_impl.model_runner import ModelRunner
+    from swacheck.reference_impl.attention_backend import TritonAttnBackend
+    from swacheck.reference_impl.model import TinyHybridModel
+    from swacheck.reference_impl.pool import SWAKVPool
 
 SEQ_LEN_FILL_VALUE = 1  # padded requests attend to one token: the sentinel slot
+
+
+class RunnerOwner(Protocol):
+    """What the graph runner reads of the model runner that owns it (SGLang's runner is
+    given its model runner too); a protocol, since model_runner.py imports this module."""
+
+    inject_bug: str | None
+    device: torch.device
+    precompute_swa_loc: bool
+    attn_backend: TritonAttnBackend
+    token_to_kv_pool: SWAKVPool
+    model: TinyHybridModel
 
 
 @dataclass
@@ -78,7 +92,7 @@ class DecodeInputBuffers:
 class CudaGraphRunner:
     def __init__(
         self,
-        model_runner: ModelRunner,
+        model_runner: RunnerOwner,
         capture_bs: Sequence[int],
         use_cuda_graph: bool,
     ) -> None:

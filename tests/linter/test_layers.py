@@ -1,9 +1,9 @@
-"""The linter's modules import only downward: no import circles.
+"""swacheck's modules import only downward: no import circles.
 
 Ruff has no rule for import cycles, so the graph is built here with ``ast`` from the
-source of the linter packages (``swacheck`` and ``swacheck.rules``; the runtime and the
-reference implementation are separate layers). Every import counts: module level,
-``if TYPE_CHECKING:`` blocks and imports inside functions alike, since each is a
+source: the linter packages (``swacheck`` and ``swacheck.rules``) and, each a layer of its
+own, the runtime sanitizer and the reference implementation. Every import counts: module
+level, ``if TYPE_CHECKING:`` blocks and imports inside functions alike, since each is a
 dependency a reader has to follow.
 """
 
@@ -16,18 +16,19 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = {"swacheck": ROOT / "swacheck", "swacheck.rules": ROOT / "rules"}
+LAYERS = {"swacheck.runtime": ROOT / "runtime", "swacheck.reference_impl": ROOT / "reference_impl"}
 # Circles known and tracked by their owner; this list may only shrink (it is empty: the
 # engine's audit <-> passes and the reporters' package <-> formats circles are gone).
 KNOWN_CYCLES: set[frozenset[str]] = set()
 
 
-def linter_modules() -> dict[str, Path]:
+def linter_modules(packages: dict[str, Path] = PACKAGES) -> dict[str, Path]:
     modules: dict[str, Path] = {}
-    for package, folder in PACKAGES.items():
+    for package, folder in packages.items():
         for path in folder.rglob("*.py"):
             parts = [p for p in path.relative_to(folder).with_suffix("").parts if p != "__init__"]
             name = ".".join([package, *parts])
-            if not name.startswith(("swacheck.runtime", "swacheck.reference_impl")):
+            if packages is not PACKAGES or not name.startswith(tuple(LAYERS)):
                 modules[name] = path
     return modules
 
@@ -44,14 +45,15 @@ def imported(name: str, path: Path, known: set[str]) -> set[str]:
             if node.level:
                 anchor = package[: len(package) - node.level + 1]
                 base = ".".join([*anchor, base] if base else anchor)
-            found.add(base)
-            # ``from pkg import module`` imports the submodule.
-            found.update(f"{base}.{alias.name}" for alias in node.names)
+            # ``from pkg import module`` depends on the submodule (a package's facade
+            # importing its modules is no circle); ``from pkg import name`` on the package.
+            submodules = {f"{base}.{alias.name}" for alias in node.names} & known
+            found.update(submodules or {base})
     return {module for module in found if module in known and module != name}
 
 
-def import_graph() -> dict[str, set[str]]:
-    modules = linter_modules()
+def import_graph(packages: dict[str, Path] = PACKAGES) -> dict[str, set[str]]:
+    modules = linter_modules(packages)
     known = set(modules)
     return {name: imported(name, path, known) for name, path in modules.items()}
 
@@ -111,6 +113,14 @@ def test_no_import_circles_in_the_linter() -> None:
     found = set(cycles(import_graph()))
     new = found - KNOWN_CYCLES
     assert not new, "import circles: " + "; ".join(" <-> ".join(sorted(c)) for c in new)
+
+
+@pytest.mark.parametrize("layer", sorted(LAYERS))
+def test_no_import_circles_in_the_runtime_layers(layer: str) -> None:
+    graph = import_graph({layer: LAYERS[layer]})
+    assert len(graph) > 5, "the layer's modules were not found"
+    found = cycles(graph)
+    assert not found, "import circles: " + "; ".join(" <-> ".join(sorted(c)) for c in found)
 
 
 @pytest.mark.parametrize(
