@@ -191,7 +191,8 @@ def roundtrip(spec: str, args: argparse.Namespace, extra: list[str]) -> dict[str
         problems["mode"] = [str(p) for p in files if stat.S_IMODE(p.stat().st_mode) != modes[p]]
         second = run(swacheck(tree, config, "--fix", "--unsafe-fixes", *extra))
         again = {p: p.read_bytes() for p in files}
-        fixed_count = re.search(r"Fixed (\d+)", first.stderr)
+        # The summary line: "Found N findings (M fixed, K remaining)."
+        fixed_count = re.search(r"\((\d+) fixed, ", first.stdout + first.stderr)
         row: dict[str, object] = {
             "release": spec,
             "files": len(files),
