@@ -10,7 +10,9 @@ call on two changed files finds what an audit of the whole tree finds in them.
 Cheap stages first; each can end the audit without parsing anything:
 
 1. discovery and a stat of every project file; only files whose stat signature changed
-   since the last scan (the :class:`~swacheck.engine.project.Inventory`) are read;
+   since the last scan (the :class:`~swacheck.engine.project.Inventory`) are read. A
+   warm workspace told of every change (``audit(rescan=False)`` and
+   :meth:`Workspace.files_changed`, as a language server does) stats only those files;
 2. the *run cache*: the findings of an earlier audit of exactly these files, with the
    project in exactly this state;
 3. the scope check (``RuleSpec.activation``) and the prefilter (``RuleSpec.triggers``),
@@ -175,7 +177,13 @@ class Workspace:
         self._inventory: Inventory | None = None
         # The project's files by key, from the last walk (``None``: walk on next audit).
         self._project: dict[str, str] | None = None
+        # The state of each of the project's other files at the last scan, which
+        # ``rescan=False`` audits trust (``None``: stat every file on next audit).
+        self._states: dict[str, FileState] | None = None
+        # Files named by :meth:`files_changed` since: paths not yet looked at, then keys
+        # to re-stat on the next scan.
         self._stale_paths: set[Path] = set()
+        self._stale_keys: set[str] = set()
         self._walk_problems: list[DiscoveryProblem] = []
         self._facts = FactsStore(self._cache, self._scope)
         self._index: tuple[str, ProjectIndex] | None = None
@@ -204,6 +212,7 @@ class Workspace:
         """
         if paths is None:
             self._project = None
+            self._states = None
         else:
             self._stale_paths.update(Path(p) for p in paths)
 
@@ -228,7 +237,7 @@ class Workspace:
         ``AuditResult.fixed_documents``; ``diff``: compute the fixes as diffs and write
         nothing; ``force_exclude``: apply ``exclude`` and ``.gitignore`` to paths given
         explicitly too; ``rescan=False``: trust the last scan of the disk except for
-        paths named in :meth:`files_changed` since.
+        paths named in :meth:`files_changed` since (only those are stat'ed).
         """
         with gc_paused():  # what an audit allocates (inventory, facts, trees) has no cycles
             return self._audit(
@@ -250,7 +259,7 @@ class Workspace:
         inventory = self._load_inventory()
         report = self._report_files(paths, documents, force_exclude, result)
         context = self._context_files(paths, documents, report, rescan)
-        states, fresh, _ = self._scan(context, inventory, scan_ns)
+        states, fresh = self._context_states(context, inventory, scan_ns, rescan)
         unread = {k: i.location for k, i in report.items() if i.state is None and not i.problem}
         read, data, problems = self._scan(unread, inventory, scan_ns)
         for key, item in report.items():
@@ -389,7 +398,6 @@ class Workspace:
             self._walk_problems = [
                 DiscoveryProblem(*problem.split("\0", 1)) for problem in listing.problems
             ]
-            self._stale_paths.clear()
         return self._project
 
     def _context_files(
@@ -417,11 +425,34 @@ class Workspace:
             stale = [(self._key(p), p) for p in self._stale_paths]
             if any(key not in known or not os.path.exists(p) for key, p in stale):
                 self._project = None
-            elif self._inventory is not None:
+            if self._inventory is not None:
                 for key, _ in stale:
-                    self._inventory.forget(key)
+                    self._inventory.forget(key)  # read again, whatever its signature says
+            self._stale_keys.update(key for key, _ in stale)
             self._stale_paths.clear()
         return {key: loc for key, loc in self._project_walk().items() if key not in report}
+
+    def _context_states(
+        self, context: dict[str, str], inventory: Inventory, scan_ns: int, rescan: bool
+    ) -> tuple[dict[str, FileState], dict[str, bytes]]:
+        """The state of each of the project's other files (and the bytes of those read
+        now): each file stat'ed with ``rescan`` or when no scan is kept; else the last
+        scan's states, stat'ing only the files named stale since and those it lacks
+        (new, unreadable, or a document then)."""
+        if not context:
+            return {}, {}
+        kept = None if rescan else self._states
+        todo = context
+        if kept is not None:
+            stale = self._stale_keys
+            todo = {key: loc for key, loc in context.items() if key in stale or key not in kept}
+            if todo or len(kept) != len(context):
+                kept = {key: kept[key] for key in context if key in kept}
+        scanned, fresh, _ = self._scan(todo, inventory, scan_ns)
+        self._states = scanned if kept is None else kept | scanned
+        self._stale_keys.clear()
+        # A copy: the audit adds the files asked about to it.
+        return dict(self._states), fresh
 
     # -- what each file holds ----------------------------------------------------------
 

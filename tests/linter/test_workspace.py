@@ -100,6 +100,42 @@ def test_a_warm_workspace_follows_edits_on_disk(project: Path) -> None:
     assert [f.code for f in workspace.audit([runner], rescan=False).findings] == ["SWA005"]
 
 
+def test_rescan_false_trusts_the_last_scan_but_for_files_named_changed(project: Path) -> None:
+    """A language server's audits (``rescan=False``) stat only the files named by
+    ``files_changed``: a change on disk nobody names is not seen (``rescan=True`` sees
+    it), a named one is, and either way the findings are a fresh workspace's."""
+    workspace = _workspace(project, cache=False)
+    runner = project / "model_runner.py"
+    document = {runner: runner.read_text()}
+    flagged = _rows(workspace.audit(documents=document, rescan=False).findings)
+    assert [code for _, _, code in flagged] == ["SWA005"]
+    pool = project / "swa_memory_pool.py"
+    pool.write_text(pool.read_text().replace("invalidate_loc_cache", "drop_translations"))
+    fresh = _workspace(project, cache=False).audit(documents=document)
+    assert fresh.findings == []
+    # Not named: the scan of the first audit stands.
+    assert _rows(workspace.audit(documents=document, rescan=False).findings) == flagged
+    assert workspace.audit(documents=document, rescan=True).findings == fresh.findings
+    # Back on disk, unnamed, then named.
+    pool.write_text((EXAMPLES / "swa_memory_pool.py").read_text())
+    assert workspace.audit(documents=document, rescan=False).findings == []
+    workspace.files_changed([pool])
+    again = workspace.audit(documents=document, rescan=False)
+    assert again.findings == _workspace(project, cache=False).audit(documents=document).findings
+    assert _rows(again.findings) == flagged
+    # A new file named: the project is walked again and only it is read.
+    renamed = (EXAMPLES / "swa_memory_pool.py").read_text().replace("invalidate_loc_cache", "x")
+    pool.write_text(renamed)
+    (project / "other_pool.py").write_text((EXAMPLES / "swa_memory_pool.py").read_text())
+    workspace.files_changed([project / "other_pool.py"])
+    assert _rows(workspace.audit(documents=document, rescan=False).findings) == flagged
+    workspace.files_changed([pool])
+    assert (
+        workspace.audit(documents=document, rescan=False).findings
+        == _workspace(project, cache=False).audit(documents=document).findings
+    )
+
+
 def test_the_cache_gives_the_same_findings_per_file_as_a_whole_audit(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
