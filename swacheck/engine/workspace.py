@@ -25,7 +25,10 @@ or a call on files no rule can fire in, never imports libcst or the rules.
 
 Persistence (``cache-dir``): the inventory (one entry), the facts of the whole project
 (:mod:`swacheck.engine.facts_store`), findings per file keyed by its bytes and a digest
-of the whole project index, and the run records.
+of the whole project index, and the run records. ``cache="read"`` reads what the
+command line wrote and writes nothing (a language server: warm from the first audit,
+no entry per keystroke); it skips run records, which key on every file's digest and
+which audits of an editor's documents never hit.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ import tokenize
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from swacheck.catalogue import RuleSpec, spec_of
 from swacheck.config import Config
@@ -131,7 +134,8 @@ class Workspace:
     ``rules``: rule specs (:func:`swacheck.catalogue.catalogue`) or rule classes;
     ``engine_codes``: the engine's codes to report (``SWA999`` by default; ``SWA100``
     when unused ``# noqa`` comments are wanted); ``known_codes``: every code that exists
-    (to tell an unknown code in a ``# noqa`` from a deselected one).
+    (to tell an unknown code in a ``# noqa`` from a deselected one); ``cache``: use the
+    project's result cache (``cache-dir``), ``"read"``: read it but write nothing.
     """
 
     def __init__(
@@ -142,7 +146,7 @@ class Workspace:
         root: Path | None = None,
         engine_codes: frozenset[str] = DEFAULT_ENGINE_CODES,
         known_codes: Iterable[str] | None = None,
-        cache: bool = True,
+        cache: bool | Literal["read"] = True,
         cache_dir: Path | None = None,
         jobs: int = 1,
         prefilter: bool = True,
@@ -159,7 +163,8 @@ class Workspace:
         self._cache: ResultCache | None = None
         if cache:
             salted = [*codes, *sorted(engine_codes)]
-            self._cache = result_cache(config, cache_dir).for_rules(salted)
+            read_only = cache == "read"
+            self._cache = result_cache(config, cache_dir, read_only=read_only).for_rules(salted)
         # Any enabled rule's triggers (a quick rejection), then each rule's own.
         self._any_trigger = Prefilter(self.specs)
         self._triggers = [
@@ -524,7 +529,7 @@ class Workspace:
     def _run_key(self, report: dict[str, _File], states: dict[str, FileState]) -> str:
         """What a run's findings are a function of, beyond the cache's salt: every file's
         key and bytes, which ones are asked about and how they are shown."""
-        if self._cache is None:
+        if self._cache is None or self._cache.read_only:
             return ""
         lines = [f"prefilter={self.prefilter}", f"cwd={self._cwd}", f"scope={self._scope}"]
         lines += [f"{key}\0{states[key].digest}" for key in sorted(states)]
@@ -597,7 +602,7 @@ class Workspace:
         by_key = {item.key: item for item in candidates}
         passes = Passes(PassOptions(rules, self.config, self.jobs, regions))
         try:
-            records = self._first_pass(by_key, sources, profile, passes)
+            records = self._first_pass(by_key, sources, profile, passes, result)
             project, digest = self._project_index(records)
             active = []
             for rule in rules:
@@ -620,6 +625,7 @@ class Workspace:
         sources: dict[str, Source],
         profile: str,
         passes: Passes,
+        result: AuditResult,
     ) -> dict[str, FactsRecord]:
         """Every candidate's facts: from memory, the cache, or parsed now."""
         records: dict[str, FactsRecord] = {}
@@ -639,6 +645,7 @@ class Workspace:
                 except OSError:
                     continue  # gone since the scan: it is no longer part of the project
                 todo.append(sources[key])
+            result.facts_parsed = len(todo)
             firsts = passes.collect(todo)
             for source in todo:
                 first = firsts[source.number]

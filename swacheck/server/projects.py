@@ -9,8 +9,9 @@ libcst is imported once and the project index is built once, then updated from t
 file-change notifications the server forwards (``rescan=False``).
 
 Everything here runs on the audit thread (:mod:`swacheck.server.worker`): a
-:class:`Workspace` serves one audit at a time. Nothing is written: the result cache
-stays off (a cache entry per keystroke would pile up in the project's folder), and
+:class:`Workspace` serves one audit at a time. Nothing is written: the result cache is
+only read (``cache="read"``: a server started after ``swacheck audit`` or a pre-commit
+run starts warm, and no entry per keystroke piles up in the project's folder), and
 fixes come back as text.
 """
 
@@ -26,6 +27,7 @@ from pathlib import Path
 from swacheck.catalogue import catalogue
 from swacheck.config import Config, ConfigError, resolve_config
 from swacheck.discovery import Discovery, below
+from swacheck.engine.cache import result_cache
 from swacheck.engine.project import find_root
 from swacheck.engine.selection import select
 from swacheck.engine.workspace import Workspace
@@ -178,7 +180,8 @@ class Projects:
 
 
 def _project(root: Path | None, config: Config) -> Project:
-    specs = catalogue(config)
+    folder = _cache_folder(root, config)
+    specs = catalogue(config, result_cache(config, folder, read_only=True))
     chosen = select(specs, config)
     workspace = Workspace(
         config,
@@ -186,10 +189,22 @@ def _project(root: Path | None, config: Config) -> Project:
         root=root,
         engine_codes=chosen.engine_codes,
         known_codes=[spec.code for spec in specs],
-        cache=False,
+        cache="read",
+        cache_dir=folder,
         jobs=1,
     )
     return Project(root, config, workspace)
+
+
+def _cache_folder(root: Path | None, config: Config) -> Path | None:
+    """Where ``swacheck audit`` run at the project's root keeps its cache: a relative
+    ``cache-dir`` is taken from the configuration's folder, else from the root (the
+    command's working directory then), not from the server's working directory.
+    ``None``: the configuration's own rule (:func:`result_cache`)."""
+    folder = Path(config.cache_dir)
+    if folder.is_absolute() or config.root is not None or root is None:
+        return None
+    return root / folder
 
 
 def _settle_heap() -> None:

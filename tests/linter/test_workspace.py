@@ -149,6 +149,38 @@ def test_the_cache_gives_the_same_findings_per_file_as_a_whole_audit(
     assert _rows(cold.findings) == [r for r in _rows(whole.findings) if r[0] == PAIR[0]]
 
 
+def _listing(folder: Path) -> dict[str, int]:
+    """Every file and folder under ``folder`` with its modification time."""
+    return {str(p.relative_to(folder)): p.stat().st_mtime_ns for p in sorted(folder.rglob("*"))}
+
+
+def test_a_read_only_cache_starts_warm_from_the_commands_and_writes_nothing(
+    project: Path, swacheck_at
+) -> None:
+    """``cache="read"`` (the language server's workspace) reads the inventory, facts and
+    catalogue ``swacheck audit`` wrote, so its first audit parses only the document;
+    it writes nothing, edited documents included."""
+    from swacheck.server.projects import Projects
+
+    runner = project / "model_runner.py"
+    text = runner.read_text()
+    cold = _workspace(project, cache=False).audit(documents={runner: text})
+    assert cold.facts_parsed > 1
+    swacheck_at(project)("audit", check_rc=1)
+    folder = project / ".swacheck_cache"
+    before = _listing(folder)
+    workspace = Projects([project]).project_of(runner).workspace
+    warm = workspace.audit(documents={runner: text}, rescan=False)
+    assert warm.findings == cold.findings
+    assert warm.facts_parsed == 0  # the document's bytes are the file's: its facts are cached
+    edited = text.replace("        if can_run_graph:\n", "        if can_run_graph:  # edited\n")
+    assert edited != text
+    again = workspace.audit(documents={runner: edited}, rescan=False)
+    assert again.facts_parsed == 1
+    assert _rows(again.findings) == _rows(cold.findings)
+    assert _listing(folder) == before
+
+
 def test_the_command_audits_given_files_in_their_project(project: Path, swacheck_at) -> None:
     run = swacheck_at(project)
     whole = json.loads(run("audit", "--output-format", "json", check_rc=1).stdout)

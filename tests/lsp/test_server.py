@@ -479,24 +479,40 @@ def test_hover_shows_the_rule_page(project: Path) -> None:
 
 
 def _tree_state(root: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file's bytes and every file's and folder's modification time (a folder's
+    changes when something is created or removed in it, even for a moment)."""
     return {
-        str(path.relative_to(root)): (path.read_bytes(), path.stat().st_mtime_ns)
+        str(path.relative_to(root)): (
+            path.read_bytes() if path.is_file() else b"",
+            path.stat().st_mtime_ns,
+        )
         for path in sorted(root.rglob("*"))
-        if path.is_file()
     }
 
 
-def test_a_session_writes_nothing_to_disk(project: Path) -> None:
+@pytest.mark.parametrize("cached", [False, True], ids=["no-cache", "after-swacheck-audit"])
+def test_a_session_writes_nothing_to_disk(project: Path, cached: bool) -> None:
     """Edits, every kind of code action, hovers, close and shutdown: the tree's bytes
-    and modification times are as before, and no file was added (no cache either)."""
+    and modification times are as before, and no file was added (no cache either).
+    After ``swacheck audit`` filled the project's cache the server reads it (the same
+    diagnostics) and still writes nothing to it."""
+    files = (POOL, GRAPH_RUNNER, MODEL_RUNNER)
+    expected = {f: sorted(d["code"] for d in cli_findings(project, f)) for f in files}
+    if cached:
+        proc = subprocess.run(
+            [sys.executable, "-m", "swacheck", "audit"], cwd=project, capture_output=True
+        )
+        assert proc.returncode == 1, proc.stderr
+        assert (project / ".swacheck_cache").is_dir()
     before = _tree_state(project)
 
     async def scenario() -> None:
         session = Session()
         await session.start(project, caps=capabilities(resolve=True))
-        for relative in (POOL, GRAPH_RUNNER, MODEL_RUNNER):
+        for relative in files:
             uri = session.open(project / relative)
             diagnostics = await session.diagnostics(uri)
+            assert codes(diagnostics) == expected[relative]
             for diagnostic in diagnostics:
                 for action in await session.code_actions(uri, diagnostic.range):
                     if action.edit is None:
