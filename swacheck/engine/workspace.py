@@ -189,6 +189,8 @@ class Workspace:
         # to re-stat on the next scan.
         self._stale_paths: set[Path] = set()
         self._stale_keys: set[str] = set()
+        # Answers of :meth:`excluded`, until a ``.gitignore`` is named changed.
+        self._excluded: dict[Path, bool] = {}
         self._walk_problems: list[DiscoveryProblem] = []
         self._facts = FactsStore(self._cache, self._scope)
         self._index: tuple[str, ProjectIndex] | None = None
@@ -218,8 +220,26 @@ class Workspace:
         if paths is None:
             self._project = None
             self._states = None
+            self._excluded.clear()
         else:
-            self._stale_paths.update(Path(p) for p in paths)
+            named = [Path(p) for p in paths]
+            self._stale_paths.update(named)
+            if any(p.name == ".gitignore" for p in named):
+                self._excluded.clear()
+
+    def excluded(self, path: Path) -> bool:
+        """Whether this project's audits leave ``path`` out (``exclude``,
+        ``extend-exclude``, ``.gitignore``), as ``force_exclude`` does a given path or
+        document: an editor shows such a document no diagnostics, as ruff's server does.
+
+        Remembered per path until :meth:`files_changed` names a ``.gitignore`` (or is
+        called with ``None``), as ``rescan=False`` audits trust their last scan.
+        """
+        found = self._excluded.get(path)
+        if found is None:
+            found = Discovery(self.config).excluded(path, self._base(path))
+            self._excluded[path] = found
+        return found
 
     # -- the audit ---------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from swacheck.catalogue import catalogue
 from swacheck.config import Config, ConfigError, resolve_config
-from swacheck.discovery import Discovery, below
+from swacheck.discovery import below
 from swacheck.engine.cache import result_cache
 from swacheck.engine.project import find_root
 from swacheck.engine.selection import select
@@ -41,27 +41,8 @@ IGNORE_FILES = (".gitignore",)
 
 @dataclass
 class Project:
-    root: Path | None
     config: Config
     workspace: Workspace
-    # Whether each document path is excluded (``exclude``, ``.gitignore``), as asked.
-    _excluded: dict[Path, bool] = field(default_factory=dict)
-
-    def excluded(self, path: Path) -> bool:
-        """Whether an audit of the project would leave ``path`` out (ruff's server
-        leaves excluded documents alone too)."""
-        if path not in self._excluded:
-            base = next(
-                (b for b in (self.root, self.config.root) if b and below(path, b) is not None),
-                path.parent,
-            )
-            self._excluded[path] = Discovery(self.config).excluded(path, base)
-        return self._excluded[path]
-
-    def ignore_files_changed(self) -> None:
-        """A ``.gitignore`` changed: the files of the project are found again."""
-        self.workspace.files_changed(None)
-        self._excluded.clear()
 
 
 @dataclass
@@ -115,12 +96,10 @@ class Projects:
             # Configurations and roots are found again; a project whose configuration
             # is unchanged keeps its warm workspace (see project_of).
             self._of_path.clear()
+        # A changed .gitignore: the files of each project are found again.
         rewalk = any(p.name in IGNORE_FILES for p in paths)
         for project in self._projects.values():
-            if rewalk:
-                project.ignore_files_changed()
-            else:
-                project.workspace.files_changed(paths)
+            project.workspace.files_changed(None if rewalk else paths)
 
     def set_folders(self, folders: Sequence[Path]) -> None:
         """The workspace folders changed: documents outside every project are found again."""
@@ -145,7 +124,8 @@ class Projects:
             except ConfigError as exc:
                 audited.problems[snapshot.uri] = str(exc)
                 continue
-            if project.excluded(snapshot.path):
+            if project.workspace.excluded(snapshot.path):
+                # Left alone, as ruff's server leaves excluded documents.
                 audited.findings[snapshot.uri] = []
                 continue
             groups.setdefault(id(project), (project, []))[1].append(snapshot)
@@ -193,7 +173,7 @@ def _project(root: Path | None, config: Config) -> Project:
         cache_dir=folder,
         jobs=1,
     )
-    return Project(root, config, workspace)
+    return Project(config, workspace)
 
 
 def _cache_folder(root: Path | None, config: Config) -> Path | None:

@@ -149,6 +149,31 @@ def test_the_cache_gives_the_same_findings_per_file_as_a_whole_audit(
     assert _rows(cold.findings) == [r for r in _rows(whole.findings) if r[0] == PAIR[0]]
 
 
+def test_excluded_documents_as_the_project_excludes_them(project: Path) -> None:
+    """``Workspace.excluded``: ``extend-exclude`` and ``.gitignore`` as an audit of the
+    project applies them (with ``force_exclude``, documents too); a ``.gitignore``
+    edited is read again once named changed."""
+    pool = (EXAMPLES / "swa_memory_pool.py").read_text()
+    generated = project / "generated" / "pool.py"
+    vendored = project / "vendored" / "pool.py"
+    for path in (generated, vendored):
+        path.parent.mkdir()
+        path.write_text(pool)
+    config = Config(extend_exclude=("generated",))
+    workspace = Workspace(config, all_rules(), root=project, cache=False)
+    assert workspace.excluded(generated)
+    assert not workspace.excluded(vendored)
+    assert not workspace.excluded(project / "model_runner.py")
+    documents = {generated: pool, vendored: pool}
+    audited = workspace.audit(documents=documents, force_exclude=True)
+    assert set(audited.files.values()) == {vendored}
+    (project / ".gitignore").write_text("vendored/\n")
+    assert not workspace.excluded(vendored)  # not named changed: the last answer stands
+    workspace.files_changed([project / ".gitignore"])
+    assert workspace.excluded(vendored)
+    assert workspace.audit(documents=documents, force_exclude=True).files == {}
+
+
 def _listing(folder: Path) -> dict[str, int]:
     """Every file and folder under ``folder`` with its modification time."""
     return {str(p.relative_to(folder)): p.stat().st_mtime_ns for p in sorted(folder.rglob("*"))}
