@@ -9,10 +9,12 @@ import re
 import tokenize
 import warnings
 from dataclasses import dataclass
+from functools import cached_property
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
+from swacheck.analysis.tree import TreeMaps
 from swacheck.engine.noqa import NONE, Suppressions, suppressions
 from swacheck.engine.regions import blank_irrelevant_definitions
 from swacheck.finding import PARSE_ERROR_CODE, Finding, Position
@@ -27,6 +29,11 @@ class Parsed:
     partial: bool = False
     # The file's suppression comments (read from its bytes, blanked parts included).
     noqa: Suppressions = NONE
+
+    @cached_property
+    def maps(self) -> TreeMaps:
+        """The tree's parents and positions, built once for both passes over it."""
+        return TreeMaps(self.wrapper.module)
 
 
 def _first_line_error(exc: Exception) -> str:
