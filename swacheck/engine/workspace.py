@@ -38,8 +38,9 @@ import os
 import re
 import time
 import tokenize
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -107,9 +108,41 @@ class _File:
         return Path(self.location)
 
 
-def _relevant(state: FileState, codes: set[str]) -> bool:
+def _relevant(state: FileState, codes: Set[str]) -> bool:
     """Whether the triggers of one of the rules ``codes`` occur in the file."""
     return any(code in codes for code in state.triggered)
+
+
+class _Scan:
+    """The project's other files (key -> path, in walk order) as one scan saw them, and
+    what audits derive from every one of them: ``rescan=False`` audits reuse it while
+    no file changes, so an editor's keystroke does not revisit thousands of files."""
+
+    def __init__(self, files: dict[str, str], states: dict[str, FileState]) -> None:
+        self.files = files
+        # Each readable file's state.
+        self.states = states
+        self._relevant: dict[frozenset[str], list[str]] = {}
+
+    @cached_property
+    def opened(self) -> frozenset[str]:
+        """The rules whose scope some of these files opens."""
+        return frozenset(code for state in self.states.values() for code in state.opens)
+
+    def relevant(self, codes: frozenset[str], prefilter: bool) -> list[str]:
+        """The readable files (in walk order) the triggers of a rule among ``codes``
+        occur in; every readable file without the prefilter."""
+        found = self._relevant.get(codes) if prefilter else None
+        if found is None:
+            states = self.states
+            found = [
+                key
+                for key in self.files
+                if key in states and (not prefilter or _relevant(states[key], codes))
+            ]
+            if prefilter:
+                self._relevant[codes] = found
+        return found
 
 
 def _as_shown(key: str) -> str:
@@ -182,9 +215,9 @@ class Workspace:
         self._inventory: Inventory | None = None
         # The project's files by key, from the last walk (``None``: walk on next audit).
         self._project: dict[str, str] | None = None
-        # The state of each of the project's other files at the last scan, which
-        # ``rescan=False`` audits trust (``None``: stat every file on next audit).
-        self._states: dict[str, FileState] | None = None
+        # The project's other files at the last scan, which ``rescan=False`` audits
+        # trust (``None``: stat every file on next audit).
+        self._last_scan: _Scan | None = None
         # Files named by :meth:`files_changed` since: paths not yet looked at, then keys
         # to re-stat on the next scan.
         self._stale_paths: set[Path] = set()
@@ -219,7 +252,7 @@ class Workspace:
         """
         if paths is None:
             self._project = None
-            self._states = None
+            self._last_scan = None
             self._excluded.clear()
         else:
             named = [Path(p) for p in paths]
@@ -284,24 +317,24 @@ class Workspace:
         inventory = self._load_inventory()
         report = self._report_files(paths, documents, force_exclude, result)
         context = self._context_files(paths, documents, report, rescan)
-        states, fresh = self._context_states(context, inventory, scan_ns, rescan)
+        scan, fresh = self._context_scan(context, report, inventory, scan_ns, rescan)
         unread = {k: i.location for k, i in report.items() if i.state is None and not i.problem}
         read, data, problems = self._scan(unread, inventory, scan_ns)
+        asked_states: dict[str, FileState] = {}
         for key, item in report.items():
             item.state = item.state or read.get(key)
             item.data = item.data or data.get(key)
             item.problem = item.problem or problems.get(key, "")
             if item.state is not None:
-                states[key] = item.state
-        if context and self._project is not None:
-            inventory.keep_only(set(self._project) | set(report))
+                asked_states[key] = item.state
         for item in report.values():
             if item.problem:
                 self._unreadable(item, result)
-        run_key = self._run_key(report, states)
+        run_key = self._run_key(report, scan.states, asked_states)
         if not self._replay(run_key, result, fix or diff, unsafe_fixes):
-            applicable = self._applicable(states, result)
-            codes = {spec.code for spec in applicable}
+            opened = scan.opened.union(*(state.opens for state in asked_states.values()))
+            applicable = self._applicable(opened, result)
+            codes = frozenset(spec.code for spec in applicable)
             # SWA100 reads the noqa comments of the files asked about: those holding one
             # that names an SWA code are checked even where no rule could fire.
             noqa = UNUSED_NOQA_CODE in self.engine_codes
@@ -314,9 +347,8 @@ class Workspace:
                 )
             ]
             candidates += [
-                _File(key, location, state=states[key], data=fresh.get(key))
-                for key, location in context.items()
-                if key in states and (not self.prefilter or _relevant(states[key], codes))
+                _File(key, scan.files[key], state=scan.states[key], data=fresh.get(key))
+                for key in scan.relevant(codes, self.prefilter)
             ]
             asked = [item for item in candidates if item.report]
             result.files_parsed = len(asked)
@@ -457,27 +489,35 @@ class Workspace:
             self._stale_paths.clear()
         return {key: loc for key, loc in self._project_walk().items() if key not in report}
 
-    def _context_states(
-        self, context: dict[str, str], inventory: Inventory, scan_ns: int, rescan: bool
-    ) -> tuple[dict[str, FileState], dict[str, bytes]]:
-        """The state of each of the project's other files (and the bytes of those read
-        now): each file stat'ed with ``rescan`` or when no scan is kept; else the last
-        scan's states, stat'ing only the files named stale since and those it lacks
-        (new, unreadable, or a document then)."""
+    def _context_scan(
+        self,
+        context: dict[str, str],
+        report: dict[str, _File],
+        inventory: Inventory,
+        scan_ns: int,
+        rescan: bool,
+    ) -> tuple[_Scan, dict[str, bytes]]:
+        """The project's other files as a scan sees them, and the bytes of those read
+        now. Each file is stat'ed with ``rescan`` or when no scan is kept; else the last
+        scan's states stand but for the files named stale since and those it lacks (new,
+        unreadable, or a document then), and the last scan itself while none is."""
         if not context:
-            return {}, {}
-        kept = None if rescan else self._states
+            return _Scan({}, {}), {}
+        last = None if rescan else self._last_scan
+        stale, self._stale_keys = self._stale_keys, set()
         todo = context
-        if kept is not None:
-            stale = self._stale_keys
-            todo = {key: loc for key, loc in context.items() if key in stale or key not in kept}
-            if todo or len(kept) != len(context):
-                kept = {key: kept[key] for key in context if key in kept}
+        kept: dict[str, FileState] = {}
+        if last is not None:
+            states = last.states
+            todo = {key: loc for key, loc in context.items() if key in stale or key not in states}
+            if not todo and list(context) == list(last.files):
+                return last, {}
+            kept = {key: states[key] for key in context if key in states}
         scanned, fresh, _ = self._scan(todo, inventory, scan_ns)
-        self._states = scanned if kept is None else kept | scanned
-        self._stale_keys.clear()
-        # A copy: the audit adds the files asked about to it.
-        return dict(self._states), fresh
+        if self._project is not None:  # forget the files no longer part of the project
+            inventory.keep_only(set(self._project) | set(report))
+        self._last_scan = _Scan(context, kept | scanned)
+        return self._last_scan, fresh
 
     # -- what each file holds ----------------------------------------------------------
 
@@ -546,11 +586,18 @@ class Workspace:
 
     # -- the run record ----------------------------------------------------------------
 
-    def _run_key(self, report: dict[str, _File], states: dict[str, FileState]) -> str:
+    def _run_key(
+        self,
+        report: dict[str, _File],
+        context: dict[str, FileState],
+        asked: dict[str, FileState],
+    ) -> str:
         """What a run's findings are a function of, beyond the cache's salt: every file's
-        key and bytes, which ones are asked about and how they are shown."""
+        key and bytes (``context``: the project's other files, ``asked``: the files asked
+        about), which ones are asked about and how they are shown."""
         if self._cache is None or self._cache.read_only:
             return ""
+        states = context | asked
         lines = [f"prefilter={self.prefilter}", f"cwd={self._cwd}", f"scope={self._scope}"]
         lines += [f"{key}\0{states[key].digest}" for key in sorted(states)]
         for key in sorted(report):
@@ -574,11 +621,9 @@ class Workspace:
 
     # -- rules that apply ----------------------------------------------------------------
 
-    def _applicable(self, states: dict[str, FileState], result: AuditResult) -> list[RuleSpec]:
-        """The enabled rules whose scope (``Rule.activation``) some file of the project opens."""
-        opened: set[str] = set()
-        for state in states.values():
-            opened.update(state.opens)
+    def _applicable(self, opened: Set[str], result: AuditResult) -> list[RuleSpec]:
+        """The enabled rules whose scope (``Rule.activation``) some file of the project
+        opens (``opened``)."""
         applicable = []
         for spec in self.specs:
             if spec.activation is not None and spec.code not in opened:
