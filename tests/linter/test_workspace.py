@@ -149,6 +149,22 @@ def test_the_cache_gives_the_same_findings_per_file_as_a_whole_audit(
     assert _rows(cold.findings) == [r for r in _rows(whole.findings) if r[0] == PAIR[0]]
 
 
+def test_a_document_no_longer_passed_counts_from_disk_again(project: Path) -> None:
+    """An editor's unsaved buffer is project context while open; once closed (no longer
+    passed), the file on disk is, with ``rescan=False`` too."""
+    workspace = _workspace(project, cache=False)
+    runner, pool = project / "model_runner.py", project / "swa_memory_pool.py"
+    document = {runner: runner.read_text()}
+    assert [f.code for f in workspace.audit(documents=document, rescan=False).findings] == [
+        "SWA005"
+    ]
+    unsaved = pool.read_text().replace("invalidate_loc_cache", "drop_translations")
+    both = workspace.audit(documents={**document, pool: unsaved}, rescan=False)
+    assert both.findings_for(runner) == []
+    closed = workspace.audit(documents=document, rescan=False)
+    assert [f.code for f in closed.findings] == ["SWA005"]
+
+
 def test_excluded_documents_as_the_project_excludes_them(project: Path) -> None:
     """``Workspace.excluded``: ``extend-exclude`` and ``.gitignore`` as an audit of the
     project applies them (with ``force_exclude``, documents too); a ``.gitignore``
