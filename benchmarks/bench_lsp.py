@@ -211,6 +211,7 @@ class InProcess:
         from swacheck.server.projects import Projects
 
         self.projects = Projects([root])
+        self.projects.watched = True  # as for the client here, which watches files
         self.version = 0
 
     def audit(self, path: Path, text: str) -> tuple[float, float]:

@@ -6,7 +6,9 @@ found upward from it (``[tool.swacheck]``, or the ``configuration`` setting as
 the version-control root); a document outside both belongs to the innermost workspace
 folder holding it. Each project keeps one :class:`Workspace` for the server's life, so
 libcst is imported once and the project index is built once, then updated from the
-file-change notifications the server forwards (``rescan=False``).
+file-change notifications the server forwards (``rescan=False``: only the files named
+are looked at again) or, where the client sends none, from a look at every file of the
+project per audit.
 
 Everything here runs on the audit thread (:mod:`swacheck.server.worker`): a
 :class:`Workspace` serves one audit at a time. Nothing is written: the result cache is
@@ -63,6 +65,9 @@ class Projects:
         self.configuration = configuration
         self._projects: dict[tuple[Path | None, Path | None], Project] = {}
         self._of_path: dict[Path, Project] = {}
+        # The client reports changes on disk (``workspace/didChangeWatchedFiles``, as the
+        # server registered): audits trust what they last read but for those files.
+        self.watched = False
         # A project was made since the heap was last settled (see _settle_heap).
         self._cold = False
 
@@ -131,7 +136,7 @@ class Projects:
             groups.setdefault(id(project), (project, []))[1].append(snapshot)
         for project, members in groups.values():
             result = project.workspace.audit(
-                documents={s.path: s.text for s in members}, rescan=False
+                documents={s.path: s.text for s in members}, rescan=not self.watched
             )
             for snapshot in members:
                 audited.findings[snapshot.uri] = result.findings_for(snapshot.path)
@@ -152,7 +157,7 @@ class Projects:
         documents = {s.path: s.text for s in context if self._of_path.get(s.path) is project}
         documents[target.path] = target.text
         result = project.workspace.audit(
-            documents=documents, fix=True, unsafe_fixes=unsafe, rescan=False
+            documents=documents, fix=True, unsafe_fixes=unsafe, rescan=not self.watched
         )
         shown = {path: name for name, path in result.files.items()}.get(target.path)
         data = result.fixed_documents.get(shown) if shown is not None else None

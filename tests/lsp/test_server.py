@@ -199,6 +199,30 @@ def test_watched_file_changes_update_the_project_index(project: Path) -> None:
     run(scenario())
 
 
+def test_without_file_watching_each_audit_looks_at_the_disk(project: Path) -> None:
+    """A client that cannot watch files for the server reports no change on disk: each
+    audit looks at every file of the project instead of trusting the last one."""
+
+    async def scenario() -> None:
+        session = Session()
+        await session.start(project, caps=capabilities(watch=False))
+        uri = session.open(project / MODEL_RUNNER)
+        assert codes(await session.diagnostics(uri)) == ["SWA005"]
+        assert session.registrations == []
+        pool = project / POOL
+        pool.write_text(
+            pool.read_text(encoding="utf-8").replace("invalidate_loc_cache", "drop_memo"),
+            encoding="utf-8",
+        )
+        before = len(session.published)
+        session.save(uri)
+        after = await session.published_after(uri, before)
+        assert codes(list(after.diagnostics)) == []
+        assert await session.stop() == 0
+
+    run(scenario())
+
+
 def test_configuration_excludes_ignores_and_its_changes(project: Path) -> None:
     """Excluded files and per-file ignores as the CLI applies them; an edited
     pyproject.toml is read again; a broken one is reported and the server goes on."""
