@@ -34,16 +34,35 @@ def parent_map(root: cst.CSTNode) -> dict[cst.CSTNode, cst.CSTNode]:
     return parents
 
 
-class TreeMaps:
-    """``module``'s parent map and lazily computed positions, each built on first use."""
+class _Parents:
+    """A module's parent map, built on first call."""
 
     def __init__(self, module: cst.Module) -> None:
         self.module = module
+        self.found: dict[cst.CSTNode, cst.CSTNode] | None = None
 
-    @cached_property
+    def __call__(self) -> dict[cst.CSTNode, cst.CSTNode]:
+        if self.found is None:
+            self.found = parent_map(self.module)
+        return self.found
+
+
+class TreeMaps:
+    """``module``'s parent map and lazily computed positions, each built on first use.
+
+    No reference cycle runs through them (the positions reach the parent map through
+    :class:`_Parents`, not through this object), so the tree is freed as soon as the
+    audit lets go of it, not at the next garbage collection.
+    """
+
+    def __init__(self, module: cst.Module) -> None:
+        self.module = module
+        self._parents = _Parents(module)
+
+    @property
     def parents(self) -> dict[cst.CSTNode, cst.CSTNode]:
-        return parent_map(self.module)
+        return self._parents()
 
     @cached_property
     def positions(self) -> LazyPositions:
-        return LazyPositions(self.module, lambda: self.parents)
+        return LazyPositions(self.module, self._parents)
