@@ -7,7 +7,9 @@ in it is written). For each server:
 
 - *start-up*: spawn to the ``initialize`` answer, and to the first diagnostics of the
   first file opened (swacheck: a cold project, no cache: every candidate file of the
-  project is parsed for its facts);
+  project is parsed for its facts; with ``--cli-cache``, a warm start from the cache
+  ``swacheck audit`` wrote, in a copy of the package made a git repository, so that
+  the package folder itself stays unwritten);
 - *round trip*: an edit (``didChange``) to the diagnostics of that version, for
   ``--edits`` edits of each kind, each after a pause longer than the debounce (a
   keystroke after a pause); kinds: a comment appended to a statement in a method, and
@@ -22,6 +24,7 @@ from the protocol's at the same moment. One JSON line per result, then a Markdow
 
     python benchmarks/bench_lsp.py                      # sglang 0.5.23, swa_memory_pool.py
     python benchmarks/bench_lsp.py --file srt/mem_cache/memory_pool.py --edits 10
+    python benchmarks/bench_lsp.py --cli-cache --no-peer --edits 5   # the warm start
 """
 
 from __future__ import annotations
@@ -33,7 +36,9 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,6 +127,7 @@ async def measure(
     interval: float,
     pause: float,
     paired: InProcess | None = None,
+    start: str = "cold",
 ) -> list[dict[str, Any]]:
     protocol = _PlainInitialize if name != "swacheck" else LanguageServerProtocol
     session = lspkit.Session(protocol)
@@ -134,7 +140,7 @@ async def measure(
         opened = time.perf_counter()
         uri = session.open(path, text)
         first = await session.published_after(uri, 0, timeout=3600)
-        what = "first diagnostics (cold)" if number == 0 else "first diagnostics (warm)"
+        what = f"first diagnostics ({start})" if number == 0 else "first diagnostics (warm)"
         results.append(
             {
                 "server": name,
@@ -148,7 +154,7 @@ async def measure(
         where = {"server": name, "file": str(path.relative_to(root))}
         if paired is not None:
             wall, _ = paired.audit(path, text)
-            results.append(where | {"what": "in-process first audit (cold)", "s": wall})
+            results.append(where | {"what": f"in-process first audit ({start})", "s": wall})
         variants = Edits(text, anchor_of(text))
         times: dict[str, list[float]] = {"comment": [], "statement": []}
         walls: dict[str, list[float]] = {"comment": [], "statement": []}
@@ -211,6 +217,7 @@ class InProcess:
         from swacheck.server.projects import Projects
 
         self.projects = Projects([root])
+        self.projects.watched = True  # as for the client here, which watches files
         self.version = 0
 
     def audit(self, path: Path, text: str) -> tuple[float, float]:
@@ -251,9 +258,26 @@ def main() -> None:
     parser.add_argument(
         "--no-engine", action="store_true", help="skip the in-process audits paired with edits"
     )
+    parser.add_argument(
+        "--cli-cache",
+        action="store_true",
+        help="start warm from `swacheck audit`'s cache (in a copy of the package)",
+    )
     args = parser.parse_args()
     package, _, version = args.engine.partition("==")
     root = ensure(package, version)
+    start = "cold"
+    results: list[dict[str, Any]] = []
+    if args.cli_cache:
+        copy = Path(tempfile.mkdtemp(prefix="bench-lsp-")) / root.name
+        shutil.copytree(root, copy)
+        subprocess.run(["git", "init", "-q"], cwd=copy, check=True)
+        audited = time.perf_counter()
+        audit = [sys.executable, "-m", "swacheck", "audit", "--exit-zero", "--jobs", "1"]
+        subprocess.run(audit, cwd=copy, check=True, capture_output=True)
+        spent = time.perf_counter() - audited
+        results.append({"server": "", "what": "swacheck audit (fills the cache)", "s": spent})
+        root, start = copy, "after swacheck audit"
     files = [root / f for f in (args.file or ["srt/mem_cache/swa_memory_pool.py"])]
     pause = DEFAULT_DEBOUNCE_MS / 1000 + 0.05
     servers: list[tuple[str, tuple[str, ...]]] = [("swacheck", lspkit.SERVER)]
@@ -261,11 +285,10 @@ def main() -> None:
     if ruff and not args.no_peer:
         servers.append(("ruff", (ruff, "server")))
     load = os.getloadavg()
-    results: list[dict[str, Any]] = []
     for name, command in servers:
         paired = InProcess(root) if name == "swacheck" and not args.no_engine else None
         results += asyncio.run(
-            measure(name, command, root, files, args.edits, args.interval, pause, paired)
+            measure(name, command, root, files, args.edits, args.interval, pause, paired, start)
         )
     machine = {
         "what": "machine",
@@ -281,6 +304,8 @@ def main() -> None:
         print(json.dumps(result))
     print()
     print(table(results))
+    if args.cli_cache:
+        shutil.rmtree(root.parent)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from libcst.metadata import MetadataWrapper
 
 from swacheck.analysis.names import Names
 from swacheck.analysis.positions import LazyPositions
-from swacheck.analysis.walk import children
+from swacheck.analysis.tree import TreeMaps
 from swacheck.config import Config
 from swacheck.engine.fixer import rows
 from swacheck.finding import Applicability, Edit, Fix, Position
@@ -28,23 +28,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-def parent_map(root: cst.CSTNode) -> dict[cst.CSTNode, cst.CSTNode]:
-    """Every node's parent (layout nodes excepted, see :mod:`swacheck.analysis.walk`).
-
-    libcst's ParentNodeProvider reaches children through ``node.children``, which
-    rebuilds (and re-validates) every node; reading the fields directly is several
-    times faster.
-    """
-    parents: dict[cst.CSTNode, cst.CSTNode] = {}
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        for child in children(node):
-            parents[child] = node
-            stack.append(child)
-    return parents
-
-
 @dataclass
 class FileContext:
     path: str
@@ -53,6 +36,9 @@ class FileContext:
     config: Config
     names: Names
     project: ProjectIndex
+    # The tree's parents and positions, shared with the other passes over it (built
+    # here if none is given).
+    maps: TreeMaps | None = None
     _memo: dict[Hashable, Any] = field(default_factory=dict)
 
     @property
@@ -60,12 +46,16 @@ class FileContext:
         return self.wrapper.module
 
     @cached_property
+    def _maps(self) -> TreeMaps:
+        return self.maps if self.maps is not None else TreeMaps(self.module)
+
+    @cached_property
     def positions(self) -> LazyPositions:
-        return LazyPositions(self.module, lambda: self.parents)
+        return self._maps.positions
 
     @cached_property
     def parents(self) -> dict[cst.CSTNode, cst.CSTNode]:
-        return parent_map(self.module)
+        return self._maps.parents
 
     @cached_property
     def lines(self) -> list[str]:

@@ -18,6 +18,10 @@ Entries are pickles written atomically, each behind an HMAC under a key kept out
 every audited tree (``$XDG_CACHE_HOME/swacheck/cache-key``, created on first use): the
 cache folder lives inside the tree, and unpickling an entry someone planted there would
 run their code. A corrupt, foreign or unsigned entry is a miss.
+
+A *read-only* cache (``read_only=True``) reads what the command line wrote and writes
+nothing, not even the key: a language server starts warm from it, and the entries of
+buffer states that never reach the disk would only pile up.
 """
 
 from __future__ import annotations
@@ -64,11 +68,15 @@ def _code_digest() -> str:
 _MAC_SIZE = 32
 
 
+def _key_path() -> Path:
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "swacheck" / "cache-key"
+
+
 @functools.cache
 def _secret() -> bytes | None:
     """This user's cache-signing key, created on first use; ``None`` if it cannot be."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    path = base / "swacheck" / "cache-key"
+    path = _key_path()
     with contextlib.suppress(OSError):
         return path.read_bytes()[:_MAC_SIZE] or None
     try:
@@ -89,10 +97,20 @@ def _mac(payload: bytes) -> bytes:
 
 class ResultCache:
     """Entries under ``folder`` for one configuration and, once :meth:`for_rules` names
-    them, one rule set (the rule catalogue is read before rules are selected)."""
+    them, one rule set (the rule catalogue is read before rules are selected).
 
-    def __init__(self, folder: Path, config: Config, rule_codes: Sequence[str] = ()) -> None:
+    ``read_only``: :meth:`put` writes nothing (see the module docstring)."""
+
+    def __init__(
+        self,
+        folder: Path,
+        config: Config,
+        rule_codes: Sequence[str] = (),
+        *,
+        read_only: bool = False,
+    ) -> None:
         self.folder = folder
+        self.read_only = read_only
         self._config = config
         self._codes = tuple(sorted(rule_codes))
         salt = "\0".join([__version__, _code_digest(), config.fingerprint(), ",".join(self._codes)])
@@ -100,7 +118,7 @@ class ResultCache:
         self._ready = False
 
     def for_rules(self, rule_codes: Sequence[str]) -> ResultCache:
-        return ResultCache(self.folder, self._config, rule_codes)
+        return ResultCache(self.folder, self._config, rule_codes, read_only=self.read_only)
 
     def _prepare(self) -> bool:
         if not self._ready:
@@ -127,6 +145,8 @@ class ResultCache:
         return self.folder / key[:2] / key[2:]
 
     def get(self, key: str) -> Any | None:
+        if self.read_only and not _key_path().is_file():
+            return None  # no key: nothing was written that could be read
         if _secret() is None:
             return None
         try:
@@ -139,7 +159,7 @@ class ResultCache:
             return None
 
     def put(self, key: str, value: Any) -> None:
-        if _secret() is None or not self._prepare():
+        if self.read_only or _secret() is None or not self._prepare():
             return
         target = self._path(key)
         try:
@@ -154,14 +174,16 @@ class ResultCache:
                 os.unlink(tmp)
 
 
-def result_cache(config: Config, folder: Path | None = None) -> ResultCache:
+def result_cache(
+    config: Config, folder: Path | None = None, *, read_only: bool = False
+) -> ResultCache:
     """The cache under ``folder`` or the configuration's ``cache-dir`` (a relative one
     is taken relative to the configuration's root)."""
     if folder is None:
         folder = Path(config.cache_dir)
         if not folder.is_absolute() and config.root is not None:
             folder = config.root / folder
-    return ResultCache(folder, config)
+    return ResultCache(folder, config, read_only=read_only)
 
 
 def _canonical(value: Any) -> Any:

@@ -27,7 +27,9 @@ class CheckOutcome:
 
 
 def _context(path: str, parsed: Parsed, config: Config, project: ProjectIndex) -> FileContext:
-    return FileContext(path, parsed.text, parsed.wrapper, config, Names(config), project)
+    return FileContext(
+        path, parsed.text, parsed.wrapper, config, Names(config), project, maps=parsed.maps
+    )
 
 
 def collect_facts(

@@ -79,7 +79,7 @@ class FactsStore:
         for key in new:
             if key in records:
                 self._memory[key] = records[key]
-        if self._cache is None:
+        if self._cache is None or self._cache.read_only:
             return
         stored = self._entry()
         behind = sum(1 for key, record in records.items() if not record.same_as(stored.get(key)))

@@ -9,10 +9,12 @@ import re
 import tokenize
 import warnings
 from dataclasses import dataclass
+from functools import cached_property
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
+from swacheck.analysis.tree import TreeMaps
 from swacheck.engine.noqa import NONE, Suppressions, suppressions
 from swacheck.engine.regions import blank_irrelevant_definitions
 from swacheck.finding import PARSE_ERROR_CODE, Finding, Position
@@ -27,6 +29,11 @@ class Parsed:
     partial: bool = False
     # The file's suppression comments (read from its bytes, blanked parts included).
     noqa: Suppressions = NONE
+
+    @cached_property
+    def maps(self) -> TreeMaps:
+        """The tree's parents and positions, built once for both passes over it."""
+        return TreeMaps(self.wrapper.module)
 
 
 def _first_line_error(exc: Exception) -> str:
@@ -91,10 +98,18 @@ def _parse_error(path: str, message: str, row: int, column: int, data: bytes) ->
     )
 
 
-def parse_source(path: str, data: bytes, *, nesting_checked: bool = False) -> Parsed | Finding:
+def parse_source(
+    path: str,
+    data: bytes,
+    *,
+    nesting_checked: bool = False,
+    noqa: Suppressions | None = None,
+) -> Parsed | Finding:
     """Parse ``data`` honouring its PEP 263 encoding; failures become an SWA999 finding.
 
-    ``nesting_checked``: CPython's parser already accepted ``data`` (``engine.regions``).
+    ``nesting_checked``: CPython's parser already accepted ``data`` (``engine.regions``);
+    ``noqa``: the suppressions to keep, when they are not ``data``'s own (those of the
+    whole file, for ``data`` with definitions blanked out).
     """
     row, column = 1, 0
     try:
@@ -113,7 +128,7 @@ def parse_source(path: str, data: bytes, *, nesting_checked: bool = False) -> Pa
         # without a second full code generation.
         text = data.decode(module.encoding)
         text = text[1:] if text.startswith("\ufeff") else text
-        return Parsed(wrapper, text, noqa=suppressions(text))
+        return Parsed(wrapper, text, noqa=suppressions(text) if noqa is None else noqa)
     except cst.ParserSyntaxError as exc:
         row, column, reason = _syntax_error(data, exc)
     except (UnicodeDecodeError, LookupError, SyntaxError) as exc:
@@ -167,8 +182,13 @@ def parse_regions(
         sparse = blank_irrelevant_definitions(data, regions)
         if sparse is not None:
             # CPython accepted the file: its nesting need not be checked again.
-            parsed = parse_source(path, sparse, nesting_checked=True)
-            if sparse is data or not isinstance(parsed, Parsed):
-                return parsed if sparse is data else parse_source(path, data)
-            return dataclasses.replace(parsed, partial=True, noqa=suppressions(data))
+            if sparse is data:
+                return parse_source(path, data, nesting_checked=True)
+            # The suppressions are the whole file's (blanked definitions keep theirs),
+            # read once: not also from the blanked text.
+            noqa = suppressions(data)
+            parsed = parse_source(path, sparse, nesting_checked=True, noqa=noqa)
+            if not isinstance(parsed, Parsed):
+                return parse_source(path, data)
+            return dataclasses.replace(parsed, partial=True)
     return parse_source(path, data)

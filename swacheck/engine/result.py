@@ -18,6 +18,8 @@ class AuditResult:
     # Files findings were asked for (given, found under a given folder, or documents).
     files_seen: int = 0
     files_parsed: int = 0
+    # Project files parsed for their facts (not found in memory or the cache).
+    facts_parsed: int = 0
     fixes_applied: int = 0
     diffs: list[str] = field(default_factory=list)
     # Rules that did not apply to this audit (DESIGN.md's scope rules), with the reason.

@@ -10,7 +10,9 @@ call on two changed files finds what an audit of the whole tree finds in them.
 Cheap stages first; each can end the audit without parsing anything:
 
 1. discovery and a stat of every project file; only files whose stat signature changed
-   since the last scan (the :class:`~swacheck.engine.project.Inventory`) are read;
+   since the last scan (the :class:`~swacheck.engine.project.Inventory`) are read. A
+   warm workspace told of every change (``audit(rescan=False)`` and
+   :meth:`Workspace.files_changed`, as a language server does) stats only those files;
 2. the *run cache*: the findings of an earlier audit of exactly these files, with the
    project in exactly this state;
 3. the scope check (``RuleSpec.activation``) and the prefilter (``RuleSpec.triggers``),
@@ -23,7 +25,10 @@ or a call on files no rule can fire in, never imports libcst or the rules.
 
 Persistence (``cache-dir``): the inventory (one entry), the facts of the whole project
 (:mod:`swacheck.engine.facts_store`), findings per file keyed by its bytes and a digest
-of the whole project index, and the run records.
+of the whole project index, and the run records. ``cache="read"`` reads what the
+command line wrote and writes nothing (a language server: warm from the first audit,
+no entry per keystroke); it skips run records, which key on every file's digest and
+which audits of an editor's documents never hit.
 """
 
 from __future__ import annotations
@@ -33,10 +38,11 @@ import os
 import re
 import time
 import tokenize
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from swacheck.catalogue import RuleSpec, spec_of
 from swacheck.config import Config
@@ -102,9 +108,41 @@ class _File:
         return Path(self.location)
 
 
-def _relevant(state: FileState, codes: set[str]) -> bool:
+def _relevant(state: FileState, codes: Set[str]) -> bool:
     """Whether the triggers of one of the rules ``codes`` occur in the file."""
     return any(code in codes for code in state.triggered)
+
+
+class _Scan:
+    """The project's other files (key -> path, in walk order) as one scan saw them, and
+    what audits derive from every one of them: ``rescan=False`` audits reuse it while
+    no file changes, so an editor's keystroke does not revisit thousands of files."""
+
+    def __init__(self, files: dict[str, str], states: dict[str, FileState]) -> None:
+        self.files = files
+        # Each readable file's state.
+        self.states = states
+        self._relevant: dict[frozenset[str], list[str]] = {}
+
+    @cached_property
+    def opened(self) -> frozenset[str]:
+        """The rules whose scope some of these files opens."""
+        return frozenset(code for state in self.states.values() for code in state.opens)
+
+    def relevant(self, codes: frozenset[str], prefilter: bool) -> list[str]:
+        """The readable files (in walk order) the triggers of a rule among ``codes``
+        occur in; every readable file without the prefilter."""
+        found = self._relevant.get(codes) if prefilter else None
+        if found is None:
+            states = self.states
+            found = [
+                key
+                for key in self.files
+                if key in states and (not prefilter or _relevant(states[key], codes))
+            ]
+            if prefilter:
+                self._relevant[codes] = found
+        return found
 
 
 def _as_shown(key: str) -> str:
@@ -129,7 +167,8 @@ class Workspace:
     ``rules``: rule specs (:func:`swacheck.catalogue.catalogue`) or rule classes;
     ``engine_codes``: the engine's codes to report (``SWA999`` by default; ``SWA100``
     when unused ``# noqa`` comments are wanted); ``known_codes``: every code that exists
-    (to tell an unknown code in a ``# noqa`` from a deselected one).
+    (to tell an unknown code in a ``# noqa`` from a deselected one); ``cache``: use the
+    project's result cache (``cache-dir``), ``"read"``: read it but write nothing.
     """
 
     def __init__(
@@ -140,7 +179,7 @@ class Workspace:
         root: Path | None = None,
         engine_codes: frozenset[str] = DEFAULT_ENGINE_CODES,
         known_codes: Iterable[str] | None = None,
-        cache: bool = True,
+        cache: bool | Literal["read"] = True,
         cache_dir: Path | None = None,
         jobs: int = 1,
         prefilter: bool = True,
@@ -157,7 +196,8 @@ class Workspace:
         self._cache: ResultCache | None = None
         if cache:
             salted = [*codes, *sorted(engine_codes)]
-            self._cache = result_cache(config, cache_dir).for_rules(salted)
+            read_only = cache == "read"
+            self._cache = result_cache(config, cache_dir, read_only=read_only).for_rules(salted)
         # Any enabled rule's triggers (a quick rejection), then each rule's own.
         self._any_trigger = Prefilter(self.specs)
         self._triggers = [
@@ -175,7 +215,15 @@ class Workspace:
         self._inventory: Inventory | None = None
         # The project's files by key, from the last walk (``None``: walk on next audit).
         self._project: dict[str, str] | None = None
+        # The project's other files at the last scan, which ``rescan=False`` audits
+        # trust (``None``: stat every file on next audit).
+        self._last_scan: _Scan | None = None
+        # Files named by :meth:`files_changed` since: paths not yet looked at, then keys
+        # to re-stat on the next scan.
         self._stale_paths: set[Path] = set()
+        self._stale_keys: set[str] = set()
+        # Answers of :meth:`excluded`, until a ``.gitignore`` is named changed.
+        self._excluded: dict[Path, bool] = {}
         self._walk_problems: list[DiscoveryProblem] = []
         self._facts = FactsStore(self._cache, self._scope)
         self._index: tuple[str, ProjectIndex] | None = None
@@ -204,8 +252,27 @@ class Workspace:
         """
         if paths is None:
             self._project = None
+            self._last_scan = None
+            self._excluded.clear()
         else:
-            self._stale_paths.update(Path(p) for p in paths)
+            named = [Path(p) for p in paths]
+            self._stale_paths.update(named)
+            if any(p.name == ".gitignore" for p in named):
+                self._excluded.clear()
+
+    def excluded(self, path: Path) -> bool:
+        """Whether this project's audits leave ``path`` out (``exclude``,
+        ``extend-exclude``, ``.gitignore``), as ``force_exclude`` does a given path or
+        document: an editor shows such a document no diagnostics, as ruff's server does.
+
+        Remembered per path until :meth:`files_changed` names a ``.gitignore`` (or is
+        called with ``None``), as ``rescan=False`` audits trust their last scan.
+        """
+        found = self._excluded.get(path)
+        if found is None:
+            found = Discovery(self.config).excluded(path, self._base(path))
+            self._excluded[path] = found
+        return found
 
     # -- the audit ---------------------------------------------------------------------
 
@@ -228,7 +295,7 @@ class Workspace:
         ``AuditResult.fixed_documents``; ``diff``: compute the fixes as diffs and write
         nothing; ``force_exclude``: apply ``exclude`` and ``.gitignore`` to paths given
         explicitly too; ``rescan=False``: trust the last scan of the disk except for
-        paths named in :meth:`files_changed` since.
+        paths named in :meth:`files_changed` since (only those are stat'ed).
         """
         with gc_paused():  # what an audit allocates (inventory, facts, trees) has no cycles
             return self._audit(
@@ -250,24 +317,24 @@ class Workspace:
         inventory = self._load_inventory()
         report = self._report_files(paths, documents, force_exclude, result)
         context = self._context_files(paths, documents, report, rescan)
-        states, fresh, _ = self._scan(context, inventory, scan_ns)
+        scan, fresh = self._context_scan(context, report, inventory, scan_ns, rescan)
         unread = {k: i.location for k, i in report.items() if i.state is None and not i.problem}
         read, data, problems = self._scan(unread, inventory, scan_ns)
+        asked_states: dict[str, FileState] = {}
         for key, item in report.items():
             item.state = item.state or read.get(key)
             item.data = item.data or data.get(key)
             item.problem = item.problem or problems.get(key, "")
             if item.state is not None:
-                states[key] = item.state
-        if context and self._project is not None:
-            inventory.keep_only(set(self._project) | set(report))
+                asked_states[key] = item.state
         for item in report.values():
             if item.problem:
                 self._unreadable(item, result)
-        run_key = self._run_key(report, states)
+        run_key = self._run_key(report, scan.states, asked_states)
         if not self._replay(run_key, result, fix or diff, unsafe_fixes):
-            applicable = self._applicable(states, result)
-            codes = {spec.code for spec in applicable}
+            opened = scan.opened.union(*(state.opens for state in asked_states.values()))
+            applicable = self._applicable(opened, result)
+            codes = frozenset(spec.code for spec in applicable)
             # SWA100 reads the noqa comments of the files asked about: those holding one
             # that names an SWA code are checked even where no rule could fire.
             noqa = UNUSED_NOQA_CODE in self.engine_codes
@@ -280,9 +347,8 @@ class Workspace:
                 )
             ]
             candidates += [
-                _File(key, location, state=states[key], data=fresh.get(key))
-                for key, location in context.items()
-                if key in states and (not self.prefilter or _relevant(states[key], codes))
+                _File(key, scan.files[key], state=scan.states[key], data=fresh.get(key))
+                for key in scan.relevant(codes, self.prefilter)
             ]
             asked = [item for item in candidates if item.report]
             result.files_parsed = len(asked)
@@ -389,7 +455,6 @@ class Workspace:
             self._walk_problems = [
                 DiscoveryProblem(*problem.split("\0", 1)) for problem in listing.problems
             ]
-            self._stale_paths.clear()
         return self._project
 
     def _context_files(
@@ -417,11 +482,42 @@ class Workspace:
             stale = [(self._key(p), p) for p in self._stale_paths]
             if any(key not in known or not os.path.exists(p) for key, p in stale):
                 self._project = None
-            elif self._inventory is not None:
+            if self._inventory is not None:
                 for key, _ in stale:
-                    self._inventory.forget(key)
+                    self._inventory.forget(key)  # read again, whatever its signature says
+            self._stale_keys.update(key for key, _ in stale)
             self._stale_paths.clear()
         return {key: loc for key, loc in self._project_walk().items() if key not in report}
+
+    def _context_scan(
+        self,
+        context: dict[str, str],
+        report: dict[str, _File],
+        inventory: Inventory,
+        scan_ns: int,
+        rescan: bool,
+    ) -> tuple[_Scan, dict[str, bytes]]:
+        """The project's other files as a scan sees them, and the bytes of those read
+        now. Each file is stat'ed with ``rescan`` or when no scan is kept; else the last
+        scan's states stand but for the files named stale since and those it lacks (new,
+        unreadable, or a document then), and the last scan itself while none is."""
+        if not context:
+            return _Scan({}, {}), {}
+        last = None if rescan else self._last_scan
+        stale, self._stale_keys = self._stale_keys, set()
+        todo = context
+        kept: dict[str, FileState] = {}
+        if last is not None:
+            states = last.states
+            todo = {key: loc for key, loc in context.items() if key in stale or key not in states}
+            if not todo and list(context) == list(last.files):
+                return last, {}
+            kept = {key: states[key] for key in context if key in states}
+        scanned, fresh, _ = self._scan(todo, inventory, scan_ns)
+        if self._project is not None:  # forget the files no longer part of the project
+            inventory.keep_only(set(self._project) | set(report))
+        self._last_scan = _Scan(context, kept | scanned)
+        return self._last_scan, fresh
 
     # -- what each file holds ----------------------------------------------------------
 
@@ -490,11 +586,18 @@ class Workspace:
 
     # -- the run record ----------------------------------------------------------------
 
-    def _run_key(self, report: dict[str, _File], states: dict[str, FileState]) -> str:
+    def _run_key(
+        self,
+        report: dict[str, _File],
+        context: dict[str, FileState],
+        asked: dict[str, FileState],
+    ) -> str:
         """What a run's findings are a function of, beyond the cache's salt: every file's
-        key and bytes, which ones are asked about and how they are shown."""
-        if self._cache is None:
+        key and bytes (``context``: the project's other files, ``asked``: the files asked
+        about), which ones are asked about and how they are shown."""
+        if self._cache is None or self._cache.read_only:
             return ""
+        states = context | asked
         lines = [f"prefilter={self.prefilter}", f"cwd={self._cwd}", f"scope={self._scope}"]
         lines += [f"{key}\0{states[key].digest}" for key in sorted(states)]
         for key in sorted(report):
@@ -518,11 +621,9 @@ class Workspace:
 
     # -- rules that apply ----------------------------------------------------------------
 
-    def _applicable(self, states: dict[str, FileState], result: AuditResult) -> list[RuleSpec]:
-        """The enabled rules whose scope (``Rule.activation``) some file of the project opens."""
-        opened: set[str] = set()
-        for state in states.values():
-            opened.update(state.opens)
+    def _applicable(self, opened: Set[str], result: AuditResult) -> list[RuleSpec]:
+        """The enabled rules whose scope (``Rule.activation``) some file of the project
+        opens (``opened``)."""
         applicable = []
         for spec in self.specs:
             if spec.activation is not None and spec.code not in opened:
@@ -566,7 +667,7 @@ class Workspace:
         by_key = {item.key: item for item in candidates}
         passes = Passes(PassOptions(rules, self.config, self.jobs, regions))
         try:
-            records = self._first_pass(by_key, sources, profile, passes)
+            records = self._first_pass(by_key, sources, profile, passes, result)
             project, digest = self._project_index(records)
             active = []
             for rule in rules:
@@ -589,6 +690,7 @@ class Workspace:
         sources: dict[str, Source],
         profile: str,
         passes: Passes,
+        result: AuditResult,
     ) -> dict[str, FactsRecord]:
         """Every candidate's facts: from memory, the cache, or parsed now."""
         records: dict[str, FactsRecord] = {}
@@ -608,6 +710,7 @@ class Workspace:
                 except OSError:
                     continue  # gone since the scan: it is no longer part of the project
                 todo.append(sources[key])
+            result.facts_parsed = len(todo)
             firsts = passes.collect(todo)
             for source in todo:
                 first = firsts[source.number]

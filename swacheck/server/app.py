@@ -10,7 +10,9 @@ findings reach the editor (:mod:`.diagnostics`, :mod:`.actions`, :mod:`.hover`).
   or findings changed, unless the document moved on meanwhile (a newer round follows).
 - ``workspace/didChangeWatchedFiles`` is forwarded to the workspaces, which re-read
   only those files; a changed ``pyproject.toml`` is read again, and a project whose
-  configuration changed gets a new workspace.
+  configuration changed gets a new workspace. A client that cannot watch files for the
+  server (no dynamic registration) reports nothing: then every audit looks at every
+  file of the project.
 - A rule that raised is logged (``window/logMessage``) with the file and the rule; the
   other rules' diagnostics are published as usual.
 """
@@ -207,7 +209,7 @@ def build_server() -> SwacheckServer:
         if not get_capability(
             caps, "workspace.did_change_watched_files.dynamic_registration", False
         ):
-            return  # the client watches what it watches; didSave still re-audits
+            return  # unwatched: every audit looks at every file of the project
         watchers = list(_WATCHERS)
         if ls.settings.configuration is not None:
             watchers.append(f"**/{ls.settings.configuration.name}")
@@ -220,6 +222,7 @@ def build_server() -> SwacheckServer:
             register_options=options,
         )
         ls.client_register_capability(types.RegistrationParams(registrations=[registration]))
+        ls.projects.watched = True
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: SwacheckServer, params: types.DidOpenTextDocumentParams) -> None:

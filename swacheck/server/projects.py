@@ -6,11 +6,14 @@ found upward from it (``[tool.swacheck]``, or the ``configuration`` setting as
 the version-control root); a document outside both belongs to the innermost workspace
 folder holding it. Each project keeps one :class:`Workspace` for the server's life, so
 libcst is imported once and the project index is built once, then updated from the
-file-change notifications the server forwards (``rescan=False``).
+file-change notifications the server forwards (``rescan=False``: only the files named
+are looked at again) or, where the client sends none, from a look at every file of the
+project per audit.
 
 Everything here runs on the audit thread (:mod:`swacheck.server.worker`): a
-:class:`Workspace` serves one audit at a time. Nothing is written: the result cache
-stays off (a cache entry per keystroke would pile up in the project's folder), and
+:class:`Workspace` serves one audit at a time. Nothing is written: the result cache is
+only read (``cache="read"``: a server started after ``swacheck audit`` or a pre-commit
+run starts warm, and no entry per keystroke piles up in the project's folder), and
 fixes come back as text.
 """
 
@@ -25,7 +28,8 @@ from pathlib import Path
 
 from swacheck.catalogue import catalogue
 from swacheck.config import Config, ConfigError, resolve_config
-from swacheck.discovery import Discovery, below
+from swacheck.discovery import below
+from swacheck.engine.cache import result_cache
 from swacheck.engine.project import find_root
 from swacheck.engine.selection import select
 from swacheck.engine.workspace import Workspace
@@ -39,27 +43,8 @@ IGNORE_FILES = (".gitignore",)
 
 @dataclass
 class Project:
-    root: Path | None
     config: Config
     workspace: Workspace
-    # Whether each document path is excluded (``exclude``, ``.gitignore``), as asked.
-    _excluded: dict[Path, bool] = field(default_factory=dict)
-
-    def excluded(self, path: Path) -> bool:
-        """Whether an audit of the project would leave ``path`` out (ruff's server
-        leaves excluded documents alone too)."""
-        if path not in self._excluded:
-            base = next(
-                (b for b in (self.root, self.config.root) if b and below(path, b) is not None),
-                path.parent,
-            )
-            self._excluded[path] = Discovery(self.config).excluded(path, base)
-        return self._excluded[path]
-
-    def ignore_files_changed(self) -> None:
-        """A ``.gitignore`` changed: the files of the project are found again."""
-        self.workspace.files_changed(None)
-        self._excluded.clear()
 
 
 @dataclass
@@ -80,6 +65,9 @@ class Projects:
         self.configuration = configuration
         self._projects: dict[tuple[Path | None, Path | None], Project] = {}
         self._of_path: dict[Path, Project] = {}
+        # The client reports changes on disk (``workspace/didChangeWatchedFiles``, as the
+        # server registered): audits trust what they last read but for those files.
+        self.watched = False
         # A project was made since the heap was last settled (see _settle_heap).
         self._cold = False
 
@@ -113,12 +101,10 @@ class Projects:
             # Configurations and roots are found again; a project whose configuration
             # is unchanged keeps its warm workspace (see project_of).
             self._of_path.clear()
+        # A changed .gitignore: the files of each project are found again.
         rewalk = any(p.name in IGNORE_FILES for p in paths)
         for project in self._projects.values():
-            if rewalk:
-                project.ignore_files_changed()
-            else:
-                project.workspace.files_changed(paths)
+            project.workspace.files_changed(None if rewalk else paths)
 
     def set_folders(self, folders: Sequence[Path]) -> None:
         """The workspace folders changed: documents outside every project are found again."""
@@ -143,13 +129,14 @@ class Projects:
             except ConfigError as exc:
                 audited.problems[snapshot.uri] = str(exc)
                 continue
-            if project.excluded(snapshot.path):
+            if project.workspace.excluded(snapshot.path):
+                # Left alone, as ruff's server leaves excluded documents.
                 audited.findings[snapshot.uri] = []
                 continue
             groups.setdefault(id(project), (project, []))[1].append(snapshot)
         for project, members in groups.values():
             result = project.workspace.audit(
-                documents={s.path: s.text for s in members}, rescan=False
+                documents={s.path: s.text for s in members}, rescan=not self.watched
             )
             for snapshot in members:
                 audited.findings[snapshot.uri] = result.findings_for(snapshot.path)
@@ -170,7 +157,7 @@ class Projects:
         documents = {s.path: s.text for s in context if self._of_path.get(s.path) is project}
         documents[target.path] = target.text
         result = project.workspace.audit(
-            documents=documents, fix=True, unsafe_fixes=unsafe, rescan=False
+            documents=documents, fix=True, unsafe_fixes=unsafe, rescan=not self.watched
         )
         shown = {path: name for name, path in result.files.items()}.get(target.path)
         data = result.fixed_documents.get(shown) if shown is not None else None
@@ -178,7 +165,8 @@ class Projects:
 
 
 def _project(root: Path | None, config: Config) -> Project:
-    specs = catalogue(config)
+    folder = _cache_folder(root, config)
+    specs = catalogue(config, result_cache(config, folder, read_only=True))
     chosen = select(specs, config)
     workspace = Workspace(
         config,
@@ -186,10 +174,22 @@ def _project(root: Path | None, config: Config) -> Project:
         root=root,
         engine_codes=chosen.engine_codes,
         known_codes=[spec.code for spec in specs],
-        cache=False,
+        cache="read",
+        cache_dir=folder,
         jobs=1,
     )
-    return Project(root, config, workspace)
+    return Project(config, workspace)
+
+
+def _cache_folder(root: Path | None, config: Config) -> Path | None:
+    """Where ``swacheck audit`` run at the project's root keeps its cache: a relative
+    ``cache-dir`` is taken from the configuration's folder, else from the root (the
+    command's working directory then), not from the server's working directory.
+    ``None``: the configuration's own rule (:func:`result_cache`)."""
+    folder = Path(config.cache_dir)
+    if folder.is_absolute() or config.root is not None or root is None:
+        return None
+    return root / folder
 
 
 def _settle_heap() -> None:

@@ -10,8 +10,8 @@ import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from swacheck.analysis.positions import LazyPositions
+from swacheck.analysis.tree import parent_map
 from swacheck.analysis.walk import SKIPPED, walk
-from swacheck.context import parent_map
 
 REPO = Path(__file__).resolve().parents[2]
 STDLIB = Path(sysconfig.get_paths()["stdlib"])

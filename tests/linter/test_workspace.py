@@ -100,6 +100,42 @@ def test_a_warm_workspace_follows_edits_on_disk(project: Path) -> None:
     assert [f.code for f in workspace.audit([runner], rescan=False).findings] == ["SWA005"]
 
 
+def test_rescan_false_trusts_the_last_scan_but_for_files_named_changed(project: Path) -> None:
+    """A language server's audits (``rescan=False``) stat only the files named by
+    ``files_changed``: a change on disk nobody names is not seen (``rescan=True`` sees
+    it), a named one is, and either way the findings are a fresh workspace's."""
+    workspace = _workspace(project, cache=False)
+    runner = project / "model_runner.py"
+    document = {runner: runner.read_text()}
+    flagged = _rows(workspace.audit(documents=document, rescan=False).findings)
+    assert [code for _, _, code in flagged] == ["SWA005"]
+    pool = project / "swa_memory_pool.py"
+    pool.write_text(pool.read_text().replace("invalidate_loc_cache", "drop_translations"))
+    fresh = _workspace(project, cache=False).audit(documents=document)
+    assert fresh.findings == []
+    # Not named: the scan of the first audit stands.
+    assert _rows(workspace.audit(documents=document, rescan=False).findings) == flagged
+    assert workspace.audit(documents=document, rescan=True).findings == fresh.findings
+    # Back on disk, unnamed, then named.
+    pool.write_text((EXAMPLES / "swa_memory_pool.py").read_text())
+    assert workspace.audit(documents=document, rescan=False).findings == []
+    workspace.files_changed([pool])
+    again = workspace.audit(documents=document, rescan=False)
+    assert again.findings == _workspace(project, cache=False).audit(documents=document).findings
+    assert _rows(again.findings) == flagged
+    # A new file named: the project is walked again and only it is read.
+    renamed = (EXAMPLES / "swa_memory_pool.py").read_text().replace("invalidate_loc_cache", "x")
+    pool.write_text(renamed)
+    (project / "other_pool.py").write_text((EXAMPLES / "swa_memory_pool.py").read_text())
+    workspace.files_changed([project / "other_pool.py"])
+    assert _rows(workspace.audit(documents=document, rescan=False).findings) == flagged
+    workspace.files_changed([pool])
+    assert (
+        workspace.audit(documents=document, rescan=False).findings
+        == _workspace(project, cache=False).audit(documents=document).findings
+    )
+
+
 def test_the_cache_gives_the_same_findings_per_file_as_a_whole_audit(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -111,6 +147,79 @@ def test_the_cache_gives_the_same_findings_per_file_as_a_whole_audit(
     whole = Workspace.for_paths([Path(".")], Config(), specs).audit([Path(".")])
     assert _rows(cold.findings) == _rows(warm.findings)
     assert _rows(cold.findings) == [r for r in _rows(whole.findings) if r[0] == PAIR[0]]
+
+
+def test_a_document_no_longer_passed_counts_from_disk_again(project: Path) -> None:
+    """An editor's unsaved buffer is project context while open; once closed (no longer
+    passed), the file on disk is, with ``rescan=False`` too."""
+    workspace = _workspace(project, cache=False)
+    runner, pool = project / "model_runner.py", project / "swa_memory_pool.py"
+    document = {runner: runner.read_text()}
+    assert [f.code for f in workspace.audit(documents=document, rescan=False).findings] == [
+        "SWA005"
+    ]
+    unsaved = pool.read_text().replace("invalidate_loc_cache", "drop_translations")
+    both = workspace.audit(documents={**document, pool: unsaved}, rescan=False)
+    assert both.findings_for(runner) == []
+    closed = workspace.audit(documents=document, rescan=False)
+    assert [f.code for f in closed.findings] == ["SWA005"]
+
+
+def test_excluded_documents_as_the_project_excludes_them(project: Path) -> None:
+    """``Workspace.excluded``: ``extend-exclude`` and ``.gitignore`` as an audit of the
+    project applies them (with ``force_exclude``, documents too); a ``.gitignore``
+    edited is read again once named changed."""
+    pool = (EXAMPLES / "swa_memory_pool.py").read_text()
+    generated = project / "generated" / "pool.py"
+    vendored = project / "vendored" / "pool.py"
+    for path in (generated, vendored):
+        path.parent.mkdir()
+        path.write_text(pool)
+    config = Config(extend_exclude=("generated",))
+    workspace = Workspace(config, all_rules(), root=project, cache=False)
+    assert workspace.excluded(generated)
+    assert not workspace.excluded(vendored)
+    assert not workspace.excluded(project / "model_runner.py")
+    documents = {generated: pool, vendored: pool}
+    audited = workspace.audit(documents=documents, force_exclude=True)
+    assert set(audited.files.values()) == {vendored}
+    (project / ".gitignore").write_text("vendored/\n")
+    assert not workspace.excluded(vendored)  # not named changed: the last answer stands
+    workspace.files_changed([project / ".gitignore"])
+    assert workspace.excluded(vendored)
+    assert workspace.audit(documents=documents, force_exclude=True).files == {}
+
+
+def _listing(folder: Path) -> dict[str, int]:
+    """Every file and folder under ``folder`` with its modification time."""
+    return {str(p.relative_to(folder)): p.stat().st_mtime_ns for p in sorted(folder.rglob("*"))}
+
+
+def test_a_read_only_cache_starts_warm_from_the_commands_and_writes_nothing(
+    project: Path, swacheck_at
+) -> None:
+    """``cache="read"`` (the language server's workspace) reads the inventory, facts and
+    catalogue ``swacheck audit`` wrote, so its first audit parses only the document;
+    it writes nothing, edited documents included."""
+    from swacheck.server.projects import Projects
+
+    runner = project / "model_runner.py"
+    text = runner.read_text()
+    cold = _workspace(project, cache=False).audit(documents={runner: text})
+    assert cold.facts_parsed > 1
+    swacheck_at(project)("audit", check_rc=1)
+    folder = project / ".swacheck_cache"
+    before = _listing(folder)
+    workspace = Projects([project]).project_of(runner).workspace
+    warm = workspace.audit(documents={runner: text}, rescan=False)
+    assert warm.findings == cold.findings
+    assert warm.facts_parsed == 0  # the document's bytes are the file's: its facts are cached
+    edited = text.replace("        if can_run_graph:\n", "        if can_run_graph:  # edited\n")
+    assert edited != text
+    again = workspace.audit(documents={runner: edited}, rescan=False)
+    assert again.facts_parsed == 1
+    assert _rows(again.findings) == _rows(cold.findings)
+    assert _listing(folder) == before
 
 
 def test_the_command_audits_given_files_in_their_project(project: Path, swacheck_at) -> None:

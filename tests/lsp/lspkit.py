@@ -35,9 +35,10 @@ def uri_of(path: Path) -> str:
 
 
 def capabilities(
-    encodings: Sequence[str] = ("utf-16",), resolve: bool = False
+    encodings: Sequence[str] = ("utf-16",), resolve: bool = False, watch: bool = True
 ) -> types.ClientCapabilities:
-    """What an editor like VS Code or Neovim announces, as far as the server reads it."""
+    """What an editor like VS Code or Neovim announces, as far as the server reads it
+    (``watch=False``: a client that cannot watch files for the server)."""
     return types.ClientCapabilities(
         general=types.GeneralClientCapabilities(
             position_encodings=[types.PositionEncodingKind(e) for e in encodings]
@@ -45,7 +46,7 @@ def capabilities(
         workspace=types.WorkspaceClientCapabilities(
             workspace_edit=types.WorkspaceEditClientCapabilities(document_changes=True),
             did_change_watched_files=types.DidChangeWatchedFilesClientCapabilities(
-                dynamic_registration=True
+                dynamic_registration=watch
             ),
         ),
         text_document=types.TextDocumentClientCapabilities(

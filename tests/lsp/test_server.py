@@ -199,6 +199,30 @@ def test_watched_file_changes_update_the_project_index(project: Path) -> None:
     run(scenario())
 
 
+def test_without_file_watching_each_audit_looks_at_the_disk(project: Path) -> None:
+    """A client that cannot watch files for the server reports no change on disk: each
+    audit looks at every file of the project instead of trusting the last one."""
+
+    async def scenario() -> None:
+        session = Session()
+        await session.start(project, caps=capabilities(watch=False))
+        uri = session.open(project / MODEL_RUNNER)
+        assert codes(await session.diagnostics(uri)) == ["SWA005"]
+        assert session.registrations == []
+        pool = project / POOL
+        pool.write_text(
+            pool.read_text(encoding="utf-8").replace("invalidate_loc_cache", "drop_memo"),
+            encoding="utf-8",
+        )
+        before = len(session.published)
+        session.save(uri)
+        after = await session.published_after(uri, before)
+        assert codes(list(after.diagnostics)) == []
+        assert await session.stop() == 0
+
+    run(scenario())
+
+
 def test_configuration_excludes_ignores_and_its_changes(project: Path) -> None:
     """Excluded files and per-file ignores as the CLI applies them; an edited
     pyproject.toml is read again; a broken one is reported and the server goes on."""
@@ -479,24 +503,40 @@ def test_hover_shows_the_rule_page(project: Path) -> None:
 
 
 def _tree_state(root: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file's bytes and every file's and folder's modification time (a folder's
+    changes when something is created or removed in it, even for a moment)."""
     return {
-        str(path.relative_to(root)): (path.read_bytes(), path.stat().st_mtime_ns)
+        str(path.relative_to(root)): (
+            path.read_bytes() if path.is_file() else b"",
+            path.stat().st_mtime_ns,
+        )
         for path in sorted(root.rglob("*"))
-        if path.is_file()
     }
 
 
-def test_a_session_writes_nothing_to_disk(project: Path) -> None:
+@pytest.mark.parametrize("cached", [False, True], ids=["no-cache", "after-swacheck-audit"])
+def test_a_session_writes_nothing_to_disk(project: Path, cached: bool) -> None:
     """Edits, every kind of code action, hovers, close and shutdown: the tree's bytes
-    and modification times are as before, and no file was added (no cache either)."""
+    and modification times are as before, and no file was added (no cache either).
+    After ``swacheck audit`` filled the project's cache the server reads it (the same
+    diagnostics) and still writes nothing to it."""
+    files = (POOL, GRAPH_RUNNER, MODEL_RUNNER)
+    expected = {f: sorted(d["code"] for d in cli_findings(project, f)) for f in files}
+    if cached:
+        proc = subprocess.run(
+            [sys.executable, "-m", "swacheck", "audit"], cwd=project, capture_output=True
+        )
+        assert proc.returncode == 1, proc.stderr
+        assert (project / ".swacheck_cache").is_dir()
     before = _tree_state(project)
 
     async def scenario() -> None:
         session = Session()
         await session.start(project, caps=capabilities(resolve=True))
-        for relative in (POOL, GRAPH_RUNNER, MODEL_RUNNER):
+        for relative in files:
             uri = session.open(project / relative)
             diagnostics = await session.diagnostics(uri)
+            assert codes(diagnostics) == expected[relative]
             for diagnostic in diagnostics:
                 for action in await session.code_actions(uri, diagnostic.range):
                     if action.edit is None:
