@@ -1,9 +1,6 @@
 #!/usr/bin/env bash
 # Demos (every bug switch at both levels, 40 steps) and the soak (SOAK_STEPS, default 10,000) on one H100.
-set -o pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2
+source benchmarks/device/setup.sh
 echo "== demos"
 for bug in none padding-not-zeroed swa-loc-int64 missing-invalidation storage-pointer-key capture-without-invalidation invalidate-after-dispatch fresh-translation-without-flush; do
   extra=""; [ "$bug" != none ] && extra="--inject-bug $bug"

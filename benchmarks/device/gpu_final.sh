@@ -1,12 +1,7 @@
 #!/usr/bin/env bash
 # GPU validation on one CUDA device: every reference_impl/runtime test (GPU-marked ones included),
 # the GPU-marked ones listed, then the sanitizer overhead benchmark twice.
-set -o pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
+source benchmarks/device/setup.sh
 echo "== tests"
 timeout 300 python3 -m pytest tests/reference_impl tests/runtime -q -n 8 -p no:cacheprovider -rs 2>&1 | tee $OUT/gpu_tests.log | tail -6
 timeout 60 python3 -m pytest tests/reference_impl tests/runtime -q -m gpu -p no:cacheprovider --co 2>&1 | tee $OUT/gpu_marked.log | tail -1

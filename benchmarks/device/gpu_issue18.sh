@@ -3,12 +3,7 @@
 # reference_impl + runtime suite under xdist three times, and the capture regression test
 # with the collector pause removed (it must fail then). Logs go to $OUT. PART=alone runs the
 # first part only, PART=suite the other two (one device call may not hold both).
-set -o pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
+source benchmarks/device/setup.sh
 if [ "${PART:-all}" != suite ]; then
 # Each file that runs on CUDA, in three fresh processes at once (each alone in its process).
 for file in tests/runtime/test_gpu.py tests/runtime/test_reference_impl.py tests/reference_impl/test_bug_switches.py tests/reference_impl/test_serving.py tests/reference_impl/test_kernels.py tests/reference_impl/test_pool.py; do

@@ -1,11 +1,7 @@
 #!/usr/bin/env bash
 # The sanitizer's overhead on one CUDA device, side by side in one call: the tiny model
 # (host-bound worst case) twice, then the realistic-size model once. Logs go to $OUT.
-set -o pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+source benchmarks/device/setup.sh
 echo "== tiny"
 for i in 1 2; do
   timeout 150 python3 benchmarks/bench_sanitizer_overhead.py --device cuda --steps 300 2>&1 | tee $OUT/tiny$i.log | grep -E "^(eager|graph) " | cut -c1-170
