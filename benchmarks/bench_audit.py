@@ -99,10 +99,11 @@ def _edit(path: Path, original: bytes, run: int) -> None:
 
 
 def _by_file(findings: list[dict], name: str) -> list[tuple[int, int, str]]:
+    """The findings of file ``name`` (relative to the repository; ``filename`` is absolute)."""
     return sorted(
         (f["location"]["row"], f["location"]["column"], f["code"])
         for f in findings
-        if f["filename"] == name
+        if Path(f["filename"]).as_posix().endswith(f"/{name}")
     )
 
 

@@ -7,15 +7,19 @@ model runner into the pool, the attention backend and the graph runner.
 
 from __future__ import annotations
 
-BUG_NAMES: tuple[str, ...] = (
-    "padding-not-zeroed",  # graph_runner: the padded SWA loc tail keeps stale slots (padding fix)
-    "swa-loc-int64",  # graph_runner + pool: SWA locations in int64 (#23552 review)
-    "missing-invalidation",  # pool.free_swa: mapping write without invalidation (#25824)
-    "storage-pointer-key",  # pool: cache keyed on untyped_storage().data_ptr() (#25824)
-    "capture-without-invalidation",  # graph_runner.run_once: warm-up pollutes capture (#25824)
-    "invalidate-after-dispatch",  # model_runner.forward: only eager invalidates (#26152)
-    "fresh-translation-without-flush",  # update_sliding_window_buffer unbracketed (#26152)
-)
+# Each switch and the bug it re-creates (where, and the SGLang PR or review it comes from).
+BUGS: dict[str, str] = {
+    "padding-not-zeroed": "graph runner: a padded batch's SWA location tail keeps stale slots",
+    "swa-loc-int64": "graph runner and pool: SWA locations in int64 (#23552 review)",
+    "missing-invalidation": "pool.free_swa: a mapping write without invalidation (#25824)",
+    "storage-pointer-key": "pool: translation cache keyed on untyped_storage().data_ptr() (#25824)",
+    "capture-without-invalidation": "graph runner: a warm-up's cached translation is captured "
+    "(#25824)",
+    "invalidate-after-dispatch": "model runner: only the eager path invalidates (#26152)",
+    "fresh-translation-without-flush": "attention backend: a fresh index tensor translated "
+    "without flushing (#26152)",
+}
+BUG_NAMES: tuple[str, ...] = tuple(BUGS)
 
 
 def validate_bug(name: str | None) -> str | None:

@@ -25,7 +25,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from swacheck.reference_impl.bugs import BUG_NAMES
+from swacheck.reference_impl.bugs import BUG_NAMES, BUGS
 
 if TYPE_CHECKING:
     from swacheck.reference_impl.model import ModelConfig
@@ -37,7 +37,15 @@ _DTYPES = ("float32", "bfloat16", "float16")
 
 
 def _parser(cuda_available: bool) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="swacheck demo", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="swacheck demo",
+        description=__doc__.split("\n\n")[0],
+        epilog="The reference implementation is correct: without --inject-bug the run matches "
+        "the oracle and the sanitizer sees nothing. Bugs for --inject-bug NAME:\n"
+        + "\n".join(f"  {name:<32} {what}" for name, what in BUGS.items())
+        + "\nExample: swacheck demo --device cpu --sanitize full --inject-bug padding-not-zeroed",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--device", choices=("cpu", "cuda"), default="cuda" if cuda_available else "cpu")
     p.add_argument(
         "--graph",
@@ -46,8 +54,19 @@ def _parser(cuda_available: bool) -> argparse.ArgumentParser:
         help="decode through the graph runner (real CUDA graphs on cuda; eager replay on cpu)",
     )
     p.add_argument("--sanitize", choices=("off", "fast", "full"), default="off")
-    p.add_argument("--inject-bug", choices=BUG_NAMES, default=None, metavar="NAME")
-    p.add_argument("--steps", type=int, default=24, help="decode steps to run (default 24)")
+    p.add_argument(
+        "--inject-bug",
+        choices=BUG_NAMES,
+        default=None,
+        metavar="NAME",
+        help="re-create a historical SGLang bug (names below)",
+    )
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=24,
+        help="decode steps to run (default 24); the prefill forwards between them are not counted",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--dtype", choices=_DTYPES, default="float32")
     p.add_argument(
@@ -161,15 +180,17 @@ def serve(runner: ModelRunner, steps: int, seed: int = 0, quiet: bool = True) ->
         diffs.append(diff)
         if diff > tol and first_bad is None:
             first_bad = runner.step_count
+        step = ""
         if out.mode is ForwardMode.DECODE:
             decode_steps += 1
             padded_steps += out.bucket is not None and out.bucket != len(out.rids)
+            step = f" {decode_steps}/{steps}"
         if not quiet:
             bucket = "" if out.bucket is None else f" bucket={out.bucket}"
             flag = "  DIVERGED" if diff > tol else ""
             print(
-                f"step {runner.step_count:3d} {out.mode.value:6s} bs={len(out.rids)}{bucket} "
-                f"max|Δlogit|={diff:.2e}{flag}"
+                f"forward {runner.step_count:3d}: {out.mode.value}{step} bs={len(out.rids)}"
+                f"{bucket} max|Δlogit|={diff:.2e}{flag}"
             )
     pool = runner.token_to_kv_pool
     return {
@@ -305,12 +326,18 @@ def _finish(
         print(json.dumps(result))
     elif print_result:
         verdict = "DIVERGED from" if result["diverged"] else "matches"
+        found = {kind: n for kind, n in violations.items() if n}
         print(
             f"{result['steps']} decode steps ({result['padded_steps']} padded), "
             f"{result['forward_steps']} forwards: {verdict} the dense oracle "
             f"(max |Δlogit| {result['max_abs_diff']:.2e}, tolerance {result['tolerance']:g}); "
-            f"violations: {violations or 'none'}"
+            f"violations: {found or 'none'}"
         )
+        if args.inject_bug is None:
+            print(
+                "No bug injected: the reference is correct. Re-create one with --inject-bug "
+                "NAME (names: swacheck demo --help), e.g. --inject-bug padding-not-zeroed."
+            )
     return 1 if result["diverged"] or any(violations.values()) else 0
 
 

@@ -16,8 +16,9 @@ from swacheck.analysis.scope import config_terms
 from swacheck.analysis.writes import WRITE
 from swacheck.config import Config
 from swacheck.finding import Applicability, Fix
+from swacheck.fix_safety import safe_fix, unsafe_fix
 from swacheck.order_rule import MEMOISING_TRANSLATE, OrderRule
-from swacheck.rule import FixSafety, Invalid, Valid
+from swacheck.rule import Invalid, Valid
 
 _MEMO = MEMOISING_TRANSLATE
 
@@ -89,15 +90,17 @@ class MappingWriteWithoutInvalidation(OrderRule):
 
     ## Fix safety
     The fix inserts the invalidation right after the write statement, on the receiver
-    that owns the cache. It is safe when the receiver's class is known to define the
-    invalidation method; otherwise (a receiver borrowed from another call in the class)
-    it is unsafe: check that the receiver is the right pool and is never `None` there.
+    that owns the cache. Where it is unsafe, check that the receiver is the right pool
+    and is never `None` there.
     """
 
     code = "SWA001"
     name = "mapping-write-without-invalidation"
     summary = "Mapping write not followed (or preceded) by a translation-cache invalidation"
-    fix_safety = FixSafety.UNSAFE
+    fixes = (
+        safe_fix("the receiver's class is known to define the invalidation method"),
+        unsafe_fix("the receiver is borrowed from another call in the class"),
+    )
     config_keys = (
         "mapping-attributes",
         "invalidate-methods",

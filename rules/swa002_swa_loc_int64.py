@@ -12,7 +12,8 @@ from swacheck.analysis.escapes import escape_of
 from swacheck.analysis.names import target_name
 from swacheck.config import DEFAULT_SWA_LOC_PATTERN, Config
 from swacheck.finding import Applicability, Fix
-from swacheck.rule import FixSafety, Invalid, Rule, Valid
+from swacheck.fix_safety import safe_fix, unsafe_fix
+from swacheck.rule import Invalid, Rule, Valid
 from swacheck.triggers import word
 
 # Factories whose result is int64 when no dtype is given (for integer data).
@@ -98,7 +99,10 @@ class SwaLocInt64(Rule):
     code = "SWA002"
     name = "swa-loc-int64"
     summary = "SWA-space location tensor created or cast with the wrong integer dtype"
-    fix_safety = FixSafety.SAFE
+    fixes = (
+        safe_fix("it rewrites a literal dtype or adds a missing `dtype=`"),
+        unsafe_fix("it casts a gather from the mapping table"),
+    )
     config_keys = ("swa-loc-pattern", "swa-loc-dtype", "mapping-attributes", "translate-methods")
     invariant = "I3"
     origin = "SGLang PR #23552 review and the padding fix"

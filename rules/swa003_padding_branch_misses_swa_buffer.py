@@ -25,7 +25,8 @@ from swacheck.analysis.padding import (
 from swacheck.analysis.walk import walk
 from swacheck.config import DEFAULT_SWA_LOC_PATTERN, Config
 from swacheck.finding import Applicability, Fix
-from swacheck.rule import FixSafety, Invalid, Rule, Valid
+from swacheck.fix_safety import safe_fix
+from swacheck.rule import Invalid, Rule, Valid
 from swacheck.triggers import Trigger, TriggerSet, all_of
 
 if TYPE_CHECKING:
@@ -89,7 +90,7 @@ class PaddingBranchMissesSwaBuffer(Rule):
     code = "SWA003"
     name = "padding-branch-misses-swa-buffer"
     summary = "padding branch resets location buffers but misses an SWA location buffer"
-    fix_safety = FixSafety.SAFE
+    fixes = (safe_fix(),)
     config_keys = ("swa-loc-pattern",)
     invariant = "I4"
     origin = "SGLang padding fix (zero out_cache_loc_swa on padded replays) after PR #23552"

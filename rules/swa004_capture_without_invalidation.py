@@ -19,8 +19,9 @@ from swacheck.analysis.scope import config_terms
 from swacheck.analysis.writes import CALL, Event
 from swacheck.config import Config
 from swacheck.finding import Applicability, Fix
+from swacheck.fix_safety import unsafe_fix
 from swacheck.order_rule import MEMOISING_POOL, OrderRule
-from swacheck.rule import FixSafety, Invalid, Valid
+from swacheck.rule import Invalid, Valid
 from swacheck.triggers import exact, word
 
 _RUNNER = """
@@ -91,7 +92,7 @@ class CaptureWithoutInvalidation(OrderRule):
     code = "SWA004"
     name = "capture-without-invalidation"
     summary = "Graph warm-up/capture run that runs a forward without invalidating first"
-    fix_safety = FixSafety.UNSAFE
+    fixes = (unsafe_fix(),)
     config_keys = ("invalidate-methods", "translate-methods", "mapping-attributes")
     invariant = "I5"
     origin = "SGLang PR #25824 item 4"

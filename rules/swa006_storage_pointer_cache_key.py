@@ -12,7 +12,8 @@ from swacheck.analysis.padding import is_location_name, single_assignments
 from swacheck.analysis.walk import walk
 from swacheck.config import Config
 from swacheck.finding import Applicability
-from swacheck.rule import FixSafety, Invalid, Rule, Valid
+from swacheck.fix_safety import safe_fix
+from swacheck.rule import Invalid, Rule, Valid
 
 if TYPE_CHECKING:
     from swacheck.context import FileContext
@@ -119,7 +120,7 @@ class StoragePointerCacheKey(Rule):
     code = "SWA006"
     name = "storage-pointer-cache-key"
     summary = "translation cache key from a storage pointer, without numel(), or by identity"
-    fix_safety = FixSafety.SAFE
+    fixes = (safe_fix(),)
     config_keys = ("translate-methods",)
     invariant = "I2"
     origin = "SGLang PR #25824"

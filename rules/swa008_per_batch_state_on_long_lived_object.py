@@ -10,7 +10,7 @@ import libcst as cst
 
 from swacheck.analysis.walk import walk
 from swacheck.config import DEFAULT_SWA_LOC_PATTERN, Config
-from swacheck.rule import FixSafety, Invalid, Rule, Valid
+from swacheck.rule import Invalid, Rule, Valid
 
 if TYPE_CHECKING:
     from swacheck.analysis.index import ClassInfo, ProjectIndex
@@ -308,7 +308,6 @@ class PerBatchStateOnLongLivedObject(Rule):
     code = "SWA008"
     name = "per-batch-state-on-long-lived-object"
     summary = "per-batch SWA location set on a long-lived object by a setter, never reset"
-    fix_safety = FixSafety.NONE
     config_keys = ("swa-loc-pattern",)
     invariant = "I8"
     origin = "SGLang PR #24138 review (and PR #25824, which removed set_swa_loc)"

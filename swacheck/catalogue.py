@@ -34,6 +34,9 @@ class RuleSpec:
     summary: str
     triggers: frozenset[Trigger] | None
     activation: Activation | None
+    # Why the rule does not apply where no file opens its scope (``activation``), in its
+    # own words: what it says of a project with no file at all.
+    scope_needs: str
     region_safe: bool
     # The class itself when the spec was made from it (tests hand in rule classes that
     # are not registered); a spec read from the cache finds its class by code.
@@ -41,12 +44,19 @@ class RuleSpec:
 
     @classmethod
     def of(cls, rule: type[Rule], config: Config) -> RuleSpec:
+        activation = rule.activation(config)
+        needs = ""
+        if activation is not None:
+            from swacheck.analysis.index import ProjectIndex
+
+            needs = rule.inactive_reason(ProjectIndex(), config) or ""
         return cls(
             code=rule.code,
             name=rule.name,
             summary=rule.summary,
             triggers=rule.triggers(config),
-            activation=rule.activation(config),
+            activation=activation,
+            scope_needs=needs,
             region_safe=rule.region_safe,
             rule=rule,
         )

@@ -1,4 +1,4 @@
-"""``swacheck`` command line: ``audit``, ``rule``, ``rules``, ``server``, ``demo``.
+"""``swacheck`` command line: ``audit`` (or ``check``), ``rule``, ``rules``, ``server``, ``demo``.
 
 Options of ``audit`` are spelled as ruff's, and mean what ruff's mean. Exit status: 0 no
 findings, 1 findings, 2 usage, configuration or internal error.
@@ -20,16 +20,20 @@ from typing import Any, NoReturn, TextIO
 from swacheck import __version__
 from swacheck.catalogue import RuleSpec, catalogue
 from swacheck.config import Config, ConfigError, parse_override, resolve_config
+from swacheck.engine.baseline import Baseline, BaselineError, write_baseline
 from swacheck.engine.cache import result_cache
-from swacheck.engine.codes import ENGINE_CODES, engine_code
+from swacheck.engine.codes import ENGINE_CODES
 from swacheck.engine.project import find_root
 from swacheck.engine.result import AuditResult
 from swacheck.engine.selection import Selection, select
+from swacheck.engine.texts import FileTexts
 from swacheck.engine.workspace import Workspace
-from swacheck.report import FORMATS
+from swacheck.report import DEFAULT_FORMAT, FORMATS, HUMAN_FORMATS
+from swacheck.report.context import ReportContext
 from swacheck.report.style import Style, wants_colour
 from swacheck.report.summary import (
     closing,
+    count,
     show_fixes,
     statistics_json,
     statistics_text,
@@ -38,6 +42,11 @@ from swacheck.report.summary import (
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 STDIN = "-"
+DESCRIPTION = (
+    "Static and runtime checks of the hybrid sliding-window-attention KV cache invariants. "
+    "Run 'swacheck audit --help' for the linter's options."
+)
+FORMAT_ENV = "SWACHECK_OUTPUT_FORMAT"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -51,7 +60,9 @@ def _codes(value: str) -> list[str]:
 
 
 def _audit_parser(commands: Any) -> None:
-    audit = commands.add_parser("audit", help="lint files and folders (default: .)")
+    audit = commands.add_parser(
+        "audit", aliases=["check"], help="lint files and folders (default: .); alias: check"
+    )
     audit.add_argument(
         "paths", nargs="*", type=Path, default=[Path(".")], help="files, folders, or - for stdin"
     )
@@ -70,12 +81,42 @@ def _audit_parser(commands: Any) -> None:
     fixing.add_argument(
         "--diff", action="store_true", help="print fixes as a diff and write nothing"
     )
+    adopting = audit.add_argument_group("gradual adoption")
+    adopting.add_argument(
+        "--add-noqa",
+        action="store_true",
+        help="add a '# noqa: CODE' for each finding on its line, or to the '# noqa' there; "
+        "--add-noqa=REASON puts REASON after the codes",
+    )
+    adopting.add_argument("--add-noqa-reason", default="", help=argparse.SUPPRESS)
+    adopting.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="FILE",
+        help="report only findings this baseline does not record; warn of entries found no more",
+    )
+    adopting.add_argument(
+        "--write-baseline",
+        action="store_true",
+        help="record the findings in the --baseline FILE (entries of files not audited stay)",
+    )
     out = audit.add_argument_group("output")
-    out.add_argument("--output-format", choices=sorted(FORMATS), default="text")
+    out.add_argument(
+        "--output-format",
+        choices=sorted(FORMATS),
+        default=None,
+        help=f"the report's format (default: {DEFAULT_FORMAT}) [env: {FORMAT_ENV}]",
+    )
     out.add_argument("-o", "--output-file", type=Path, help="write the report to this file")
     out.add_argument("--statistics", action="store_true", help="print counts per code only")
     out.add_argument(
-        "--color", choices=("auto", "always", "never"), default="auto", help="colour text output"
+        "--color",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="colour full and concise output (auto: on a terminal, unless NO_COLOR is set)",
+    )
+    out.add_argument(
+        "--no-color", dest="color", action="store_const", const="never", help="--color never"
     )
     out.add_argument("-q", "--quiet", action="store_true", help="print findings, nothing else")
     out.add_argument(
@@ -120,19 +161,48 @@ def _audit_parser(commands: Any) -> None:
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="swacheck", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="swacheck", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"swacheck {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _audit_parser(commands)
-    rule = commands.add_parser("rule", help="explain a rule")
-    rule.add_argument("code")
+    rule = commands.add_parser("rule", help="explain a rule (or every rule: --all)")
+    rule.add_argument("code", nargs="?", help="a code, such as SWA001")
+    rule.add_argument("--all", action="store_true", help="explain every rule")
+    rule.add_argument("--output-format", choices=("text", "json"), default="text")
     rules = commands.add_parser("rules", help="list the rules")
     rules.add_argument("--output-format", choices=("text", "json"), default="text")
     commands.add_parser("server", help="run the language server (LSP over stdio) for editors")
     commands.add_parser(
-        "demo", help="serve a mixed batch through the reference model", add_help=False
+        "demo",
+        help="run the reference implementation against its oracle; --inject-bug NAME "
+        "re-creates a historical bug (needs the reference extra)",
+        add_help=False,
     )
     return parser
+
+
+def _split_add_noqa(argv: list[str]) -> list[str]:
+    """``--add-noqa=REASON`` (ruff's spelling) as ``--add-noqa --add-noqa-reason REASON``:
+    argparse would take the path after a bare ``--add-noqa`` for its optional value."""
+    out = []
+    for arg in argv:
+        if arg.startswith("--add-noqa="):
+            out += ["--add-noqa", f"--add-noqa-reason={arg.partition('=')[2]}"]
+        else:
+            out.append(arg)
+    return out
+
+
+def _output_format(args: argparse.Namespace) -> str:
+    """``--output-format``, else ``SWACHECK_OUTPUT_FORMAT``, else ``full``."""
+    if args.output_format is not None:
+        return str(args.output_format)
+    chosen = os.environ.get(FORMAT_ENV) or DEFAULT_FORMAT
+    if chosen not in FORMATS:
+        raise ConfigError(
+            f"{FORMAT_ENV}={chosen!r} is not an output format ({', '.join(sorted(FORMATS))})"
+        )
+    return chosen
 
 
 def _configuration(args: argparse.Namespace, paths: Sequence[Path]) -> Config:
@@ -169,9 +239,11 @@ def _names(specs: Sequence[RuleSpec]) -> dict[str, str]:
 def _audit(args: argparse.Namespace) -> int:
     if args.jobs < 0:
         raise ConfigError("--jobs must be 0 (one per core) or a positive number")
+    args.output_format = _output_format(args)
     stdin = args.paths == [Path(STDIN)] or (args.stdin_filename and args.paths == [Path(".")])
     if not stdin and Path(STDIN) in args.paths:
         raise ConfigError("- (stdin) cannot be audited together with other paths")
+    _check_adoption_options(args, stdin)
     document = args.stdin_filename or Path(STDIN)
     paths = [document] if stdin else args.paths
     config = _configuration(args, paths)
@@ -180,6 +252,7 @@ def _audit(args: argparse.Namespace) -> int:
     selection = select(specs, config, args.select, args.ignore, args.extend_select)
     if args.show_settings:
         return _show_settings(config, paths, selection, args.cache_dir)
+    baseline = Baseline.load(args.baseline) if args.baseline and not args.write_baseline else None
     workspace = Workspace.for_paths(
         paths,
         config,
@@ -198,26 +271,109 @@ def _audit(args: argparse.Namespace) -> int:
         "diff": args.diff,
         "force_exclude": args.force_exclude,
     }
+    documents: dict[str, bytes] = {}
     if stdin:
         text = sys.stdin.buffer.read()
         result = workspace.audit(documents={document: text}, **options)
+        documents = {shown: result.fixed_documents.get(shown, text) for shown in result.files}
     else:
-        result = workspace.audit(args.paths, **options)
+        add_noqa = args.add_noqa_reason if args.add_noqa else None
+        result = workspace.audit(args.paths, add_noqa=add_noqa, **options)
+    texts = FileTexts(result.files, documents)
+    enabled = [spec.code for spec in selection.rules] + sorted(selection.engine_codes)
+    if args.add_noqa:
+        return _added_noqa(args, result)
+    if args.write_baseline:
+        return _wrote_baseline(args, result, texts, enabled)
+    notes = _apply_baseline(baseline, result, texts, enabled) if baseline else []
     style = Style(unsafe_fixes=args.unsafe_fixes)
     with _report_stream(args.output_file) as out:
         if not args.silent:
             if stdin and fix:
                 _write_fixed_source(result, document, text)
                 out = sys.stderr
-            colour = args.output_format == "text" and wants_colour(args.color, out)
+            human = args.output_format in HUMAN_FORMATS
+            colour = human and wants_colour(args.color, out)
             style = Style(colour=colour, unsafe_fixes=args.unsafe_fixes)
-            _report(args, result, style, _names(specs), out)
-    for warning in result.warnings:
+            _report(args, result, ReportContext(style, texts, _names(specs)), out)
+    for warning in [*result.warnings, *notes]:
         if not (args.quiet or args.silent):
             print(f"warning: {warning}", file=sys.stderr)
     for error in result.errors:
         print(f"error: {error}", file=sys.stderr)
     return _exit_status(args, result)
+
+
+def _check_adoption_options(args: argparse.Namespace, stdin: bool) -> None:
+    """``--add-noqa`` and ``--write-baseline`` write files: not with stdin, fixes, each other."""
+    if args.add_noqa_reason and not args.add_noqa:
+        raise ConfigError("--add-noqa-reason needs --add-noqa")
+    if args.write_baseline and args.baseline is None:
+        raise ConfigError("--write-baseline needs --baseline FILE (where to write it)")
+    for flag, on in (("--add-noqa", args.add_noqa), ("--write-baseline", args.write_baseline)):
+        if not on:
+            continue
+        if stdin:
+            raise ConfigError(f"{flag} writes files: it cannot be used with stdin")
+        for other in ("fix", "diff"):
+            if getattr(args, other):
+                raise ConfigError(f"{flag} cannot be used with --{other}")
+    if args.add_noqa and args.write_baseline:
+        raise ConfigError("--add-noqa cannot be used with --write-baseline")
+    if "\n" in args.add_noqa_reason or "\r" in args.add_noqa_reason:
+        raise ConfigError("--add-noqa=REASON must be one line")
+
+
+def _added_noqa(args: argparse.Namespace, result: AuditResult) -> int:
+    """``--add-noqa``'s report: how many comments were written (ruff's words)."""
+    for error in result.errors:
+        print(f"error: {error}", file=sys.stderr)
+    if result.noqa_added and not args.silent:
+        print(
+            f"Added {count(result.noqa_added, 'noqa directive')}.",
+            file=sys.stderr,
+        )
+    return EXIT_ERROR if result.errors else EXIT_CLEAN
+
+
+def _wrote_baseline(
+    args: argparse.Namespace, result: AuditResult, texts: FileTexts, enabled: list[str]
+) -> int:
+    for error in result.errors:
+        print(f"error: {error}", file=sys.stderr)
+    written = write_baseline(args.baseline, result.findings, texts, result.files, enabled)
+    if not args.silent:
+        print(
+            f"Wrote {count(written, 'finding')} to the baseline {args.baseline} "
+            f"({len(result.findings)} found now).",
+            file=sys.stderr,
+        )
+    return EXIT_ERROR if any("internal error" in e for e in result.errors) else EXIT_CLEAN
+
+
+def _apply_baseline(
+    baseline: Baseline, result: AuditResult, texts: FileTexts, enabled: list[str]
+) -> list[str]:
+    """Drop the findings ``baseline`` records from ``result``; the warnings to print."""
+    stale = baseline.stale(result.findings, texts, result.files, enabled)
+    result.findings, known = baseline.split(result.findings, texts)
+    notes = []
+    if known:
+        notes.append(
+            f"{count(len(known), 'finding')} recorded in the baseline {baseline.path} not reported"
+        )
+    if stale:
+        listed = "".join(
+            f"\n  {e.file}: {e.code} on `{e.line}`"
+            + (f" (occurrence {e.occurrence + 1})" if e.occurrence else "")
+            for e in stale
+        )
+        notes.append(
+            f"{count(len(stale), 'baseline entry', 'baseline entries')} of {baseline.path} "
+            f"found no finding (fixed, or the line changed; --write-baseline drops them):"
+            f"{listed}"
+        )
+    return notes
 
 
 def _write_fixed_source(result: AuditResult, document: Path, text: bytes) -> None:
@@ -228,30 +384,27 @@ def _write_fixed_source(result: AuditResult, document: Path, text: bytes) -> Non
 
 
 def _report(
-    args: argparse.Namespace,
-    result: AuditResult,
-    style: Style,
-    names: dict[str, str],
-    out: TextIO,
+    args: argparse.Namespace, result: AuditResult, context: ReportContext, out: TextIO
 ) -> None:
-    text = args.output_format == "text"
-    summary = text and not args.quiet
+    human = args.output_format in HUMAN_FORMATS
+    summary = human and not args.quiet
+    style = context.style
     if args.diff:
         out.write("".join(result.diffs))
         if summary:
             out.write("".join(f"{line}\n" for line in would_fix(result, style)))
         return
     if args.statistics:
-        if text:
-            out.write(statistics_text(result, style, names, args.fix))
+        if human:
+            out.write(statistics_text(result, style, context.names, args.fix))
         else:
-            out.write(statistics_json(result, style, names))
+            out.write(statistics_json(result, style, context.names))
         return
-    out.write(FORMATS[args.output_format](result.findings, style))
-    if not text:
+    out.write(FORMATS[args.output_format](result.findings, context))
+    if not human:
         return
     if args.fix and args.show_fixes and not args.quiet:
-        out.write("".join(f"{line}\n" for line in show_fixes(result.fixed, names)))
+        out.write("".join(f"{line}\n" for line in show_fixes(result.fixed, context.names)))
     if summary:
         if result.files_seen == 0 and not result.findings:
             print("warning: No Python files found under the given path(s)", file=sys.stderr)
@@ -295,64 +448,69 @@ def _show_settings(
     return EXIT_CLEAN
 
 
-def _rule(code: str) -> int:
-    from swacheck.docs import render_rule
-    from swacheck.rules import rule_by_code
-
-    engine = engine_code(code)
-    if engine is not None:
-        print(engine.page())
-        return EXIT_CLEAN
-    rule = rule_by_code(code)
-    if rule is None:
-        print(f"swacheck: unknown rule {code!r} (see `swacheck rules`)", file=sys.stderr)
+def _rule(args: argparse.Namespace) -> int:
+    """A rule's page, or every page (``--all``); JSON as ``rules --output-format json``."""
+    if args.all == bool(args.code):
+        print("swacheck rule: give a code or --all", file=sys.stderr)
         return EXIT_ERROR
-    print(render_rule(rule))
+    described = _described()
+    if not args.all:
+        code = args.code.upper()
+        described = [d for d in described if d["code"] == code]
+        if not described:
+            print(f"swacheck: unknown rule {args.code!r} (see `swacheck rules`)", file=sys.stderr)
+            return EXIT_ERROR
+    if args.output_format == "json":
+        print(json.dumps(described if args.all else described[0], indent=2))
+    else:
+        print("\n".join(d["explanation"] for d in described), end="")
     return EXIT_CLEAN
 
 
-def _rules(output_format: str) -> int:
-    from swacheck.docs import render_rule
+def _described() -> list[dict[str, Any]]:
+    """Every code as ruff's ``rule --output-format json`` describes one."""
+    from swacheck.docs import render_engine_code, render_rule
+    from swacheck.fix_safety import availability, safety
     from swacheck.report.urls import rule_url
-    from swacheck.rule import FixSafety
     from swacheck.rules import all_rules
 
+    described = [
+        {
+            "code": rule.code,
+            "name": rule.name,
+            "summary": rule.summary,
+            "fix": availability(rule.fixes),
+            "fix_safety": safety(rule.fixes),
+            "explanation": render_rule(rule),
+            "url": rule_url(rule.code),
+        }
+        for rule in all_rules()
+    ]
+    described += [
+        {
+            "code": c.code,
+            "name": c.name,
+            "summary": c.summary,
+            "fix": c.fix,
+            "fix_safety": safety(c.fixes),
+            "explanation": render_engine_code(c),
+            "url": rule_url(c.code),
+        }
+        for c in ENGINE_CODES
+    ]
+    return sorted(described, key=lambda d: d["code"])
+
+
+def _rules(output_format: str) -> int:
+    described = _described()
     if output_format == "json":
-        described = [
-            {
-                "code": rule.code,
-                "name": rule.name,
-                "summary": rule.summary,
-                # ruff's wording; whether each finding's fix is safe is its own.
-                "fix": "Fix is not available."
-                if rule.fix_safety is FixSafety.NONE
-                else "Fix is sometimes available.",
-                "fix_safety": rule.fix_safety.value,
-                "explanation": render_rule(rule),
-                "url": rule_url(rule.code),
-            }
-            for rule in all_rules()
-        ]
-        described += [
-            {
-                "code": c.code,
-                "name": c.name,
-                "summary": c.summary,
-                "fix": c.fix,
-                "fix_safety": "safe" if c.fix != "Fix is not available." else "none",
-                "explanation": c.page(),
-                "url": rule_url(c.code),
-            }
-            for c in ENGINE_CODES
-        ]
         print(json.dumps(described, indent=2))
         return EXIT_CLEAN
-    for rule in all_rules():
-        fix = "" if rule.fix_safety is FixSafety.NONE else f" [fix: {rule.fix_safety.value}]"
-        print(f"{rule.code}  {rule.name:<42} {rule.summary}{fix}")
-    for c in ENGINE_CODES:
-        note = "" if c.default else " [off unless selected]"
-        print(f"{c.code}  {c.name:<42} {c.summary}{note}")
+    default = {c.code: c.default for c in ENGINE_CODES}
+    for d in described:
+        fix = "" if d["fix_safety"] == "none" else f" [fix: {d['fix_safety']}]"
+        note = "" if default.get(d["code"], True) else " [off unless selected]"
+        print(f"{d['code']}  {d['name']:<42} {d['summary']}{fix}{note}")
     return EXIT_CLEAN
 
 
@@ -404,17 +562,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["demo"]:
         return _demo(argv[1:])
-    args = _build_parser().parse_args(argv)
+    args = _build_parser().parse_args(_split_add_noqa(argv))
     try:
-        if args.command == "audit":
+        if args.command in ("audit", "check"):
             return _audit(args)
         if args.command == "rule":
-            return _rule(args.code)
+            return _rule(args)
         if args.command == "server":
             return _server()
         return _rules(args.output_format)
     except ConfigError as exc:
         print(f"swacheck: configuration error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except BaselineError as exc:
+        print(f"swacheck: baseline: {exc}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
@@ -431,7 +592,7 @@ def run() -> NoReturn:
     two cost a pre-commit call 0.07 s and 0.05 s.
     """
     argv = sys.argv[1:]
-    if argv[:1] != ["audit"]:
+    if argv[:1] not in (["audit"], ["check"]):
         sys.exit(main(argv))
     gc.disable()
     code = main(argv)

@@ -14,26 +14,18 @@ import inspect
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import libcst as cst
 
 from swacheck.finding import Finding, Fix
+from swacheck.fix_safety import FixCase
 
 if TYPE_CHECKING:
     from swacheck.analysis.index import ProjectIndex
     from swacheck.config import Config
     from swacheck.context import FileContext
     from swacheck.triggers import Trigger
-
-
-class FixSafety(str, Enum):
-    """What a rule's autofix promises, shown in its documentation."""
-
-    NONE = "none"  # the rule has no autofix
-    SAFE = "safe"  # behaviour-preserving except for the bug it fixes
-    UNSAFE = "unsafe"  # offered with --fix only where marked safe per finding; review it
 
 
 @dataclass(frozen=True)
@@ -61,13 +53,19 @@ class Invalid(Example):
     fixed: str | None = None
 
 
+class UndeclaredFix(Exception):
+    """A rule offered a fix of an applicability its ``fixes`` does not declare."""
+
+
 class Rule(cst.BatchableCSTVisitor):
     """Base class of every rule (see the module docstring)."""
 
     code: ClassVar[str]
     name: ClassVar[str]
     summary: ClassVar[str]
-    fix_safety: ClassVar[FixSafety] = FixSafety.NONE
+    # Each case of the rule's fix (``swacheck.fix_safety``): the only applicabilities its
+    # findings' fixes may have, and what its page says of them. Empty: no autofix.
+    fixes: ClassVar[tuple[FixCase, ...]] = ()
     # Configuration keys (``[tool.swacheck]``) the rule reads.
     config_keys: ClassVar[tuple[str, ...]] = ()
     # The invariant (DESIGN.md) and the seed PR(s) the rule comes from.
@@ -154,7 +152,15 @@ class Rule(cst.BatchableCSTVisitor):
         notes: tuple[str, ...] = (),
         noqa_node: cst.CSTNode | None = None,
     ) -> None:
-        """Record a finding at ``node``; ``# noqa`` is looked for on ``noqa_node``'s first line."""
+        """Record a finding at ``node``; ``# noqa`` is looked for on ``noqa_node``'s first line.
+
+        Raises :class:`UndeclaredFix` for a fix none of the rule's ``fixes`` cases declares.
+        """
+        if fix is not None and all(c.applicability is not fix.applicability for c in self.fixes):
+            raise UndeclaredFix(
+                f"{self.code} offers a {fix.applicability.value} fix but declares "
+                f"{[c.applicability.value for c in self.fixes]} in `fixes`"
+            )
         ctx = self.context
         start = ctx.start(node)
         noqa_row = ctx.start(noqa_node).row if noqa_node is not None else start.row

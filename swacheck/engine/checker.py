@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from swacheck.analysis.index import ModuleFacts, ProjectIndex, index_module
 from swacheck.analysis.names import Names
@@ -12,7 +12,7 @@ from swacheck.analysis.walk import memoized_children, walk
 from swacheck.config import Config
 from swacheck.context import FileContext
 from swacheck.engine.limits import OutOfTime, out_of_time, time_limit
-from swacheck.engine.noqa import unused
+from swacheck.engine.noqa import noqa_rows, unused
 from swacheck.engine.parse import Parsed, nesting_finding
 from swacheck.engine.selection import ignored_for_path, is_ignored
 from swacheck.finding import UNUSED_NOQA_CODE, Finding
@@ -87,9 +87,13 @@ def check_parsed(
         return CheckOutcome([out_of_time(path, config.max_file_time)])
     noqa = parsed.noqa
     used: list[tuple[int, str]] = []
+    joined = noqa_rows(parsed.text) if any(v.findings for v in visitors) else {}
     for visitor in visitors:
         for finding in visitor.findings:
             row = finding.noqa_row or finding.start.row
+            if row in joined:  # where ruff puts its noqa: the last of the joined rows
+                row = joined[row]
+                finding = replace(finding, noqa_row=row)
             line = noqa.lines.get(row)
             if line is not None and line.covers(finding.code):
                 used.append((row, finding.code))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from swacheck.finding import PARSE_ERROR_CODE, UNUSED_NOQA_CODE
+from swacheck.fix_safety import FixCase, safe_fix
 
 
 @dataclass(frozen=True)
@@ -22,9 +23,8 @@ class EngineCode:
     # Reported unless deselected (``True``), or only when selected explicitly.
     default: bool
     documentation: str
-
-    def page(self) -> str:
-        return f"# {self.code} ({self.name})\n\n{self.summary}\n\n{self.documentation.strip()}\n"
+    # Each case of its fix (``swacheck.fix_safety``); the page's "Fix safety" opens with them.
+    fixes: tuple[FixCase, ...] = ()
 
 
 CANNOT_ANALYSE = EngineCode(
@@ -49,7 +49,7 @@ Reported only for files some enabled rule could fire in, so that `--no-prefilter
 the same findings; a path that does not exist or cannot be read is always reported.
 
 ## Fix safety
-There is no fix: correct the file, the path, or the limits.
+Correct the file, the path, or the limits.
 """,
 )
 
@@ -72,8 +72,9 @@ Off unless selected: `--extend-select SWA100` (or `select`/`extend-select` in
 A stale suppression hides the next real finding on that line.
 
 ## Fix safety
-The fix is safe: it removes the unused codes, or the whole comment when none is left.
+The fix removes the unused codes, or the whole comment when none is left.
 """,
+    fixes=(safe_fix(),),
 )
 
 ENGINE_CODES: tuple[EngineCode, ...] = (UNUSED_NOQA, CANNOT_ANALYSE)

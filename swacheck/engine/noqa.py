@@ -10,6 +10,11 @@
 
 Comments are read with :mod:`tokenize` from the file's bytes (so a ``# noqa`` in a
 string is not one, and the declared encoding is honoured).
+
+Where a finding's ``# noqa`` goes is ruff's answer: on the finding's row, except where
+that row is joined to the next one — by a backslash continuation, or by a string
+spanning rows — where no comment can end it; there it goes on the last row of the
+joined rows (:func:`noqa_rows`).
 """
 
 from __future__ import annotations
@@ -107,6 +112,40 @@ def suppressions(data: bytes | str) -> Suppressions:
                 start,
             )
     return Suppressions(lines, tuple(file))
+
+
+def noqa_rows(text: str) -> dict[int, int]:
+    """For each row joined to a later one (a backslash continuation, a token such as a
+    triple-quoted string spanning rows), the last row of the joined rows: where a
+    comment for it can go. Rows not in the mapping take their own comments."""
+    joined: list[tuple[int, int]] = []
+    try:
+        tokens = tokenize.generate_tokens(io.StringIO(text, newline=None).readline)
+        previous: tokenize.TokenInfo | None = None
+        for token in tokens:
+            if token.start[0] < token.end[0]:  # a string (or f-string part) spanning rows
+                joined.append((token.start[0], token.end[0]))
+            if (
+                previous is not None
+                and previous.type not in (tokenize.NEWLINE, tokenize.NL)
+                and token.start[0] > previous.end[0]
+                and token.type != tokenize.ENDMARKER
+            ):  # nothing but a backslash continuation ends a row without a newline token
+                joined.append((previous.end[0], token.start[0]))
+            if token.type not in (tokenize.INDENT, tokenize.DEDENT):
+                previous = token
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    rows: dict[int, int] = {}
+    start = end = 0
+    for first, last in sorted(joined):
+        if first <= end:
+            end = max(end, last)
+            continue
+        rows.update((row, end) for row in range(start, end))
+        start, end = first, last
+    rows.update((row, end) for row in range(start, end))
+    return rows
 
 
 def unused(

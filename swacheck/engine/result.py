@@ -21,6 +21,8 @@ class AuditResult:
     # Project files parsed for their facts (not found in memory or the cache).
     facts_parsed: int = 0
     fixes_applied: int = 0
+    # Suppression comments ``add_noqa`` wrote or extended.
+    noqa_added: int = 0
     diffs: list[str] = field(default_factory=list)
     # Rules that did not apply to this audit (DESIGN.md's scope rules), with the reason.
     inactive: dict[str, str] = field(default_factory=dict)

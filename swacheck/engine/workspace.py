@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from swacheck.catalogue import RuleSpec, spec_of
 from swacheck.config import Config
 from swacheck.discovery import Discovery, DiscoveryProblem, below
+from swacheck.engine import noqa_writer
 from swacheck.engine.cache import ResultCache, facts_digest, project_digest, result_cache
 from swacheck.engine.codes import ENGINE_CODES
 from swacheck.engine.facts_store import FactsRecord, FactsStore
@@ -286,6 +287,7 @@ class Workspace:
         diff: bool = False,
         force_exclude: bool = False,
         rescan: bool = True,
+        add_noqa: str | None = None,
     ) -> AuditResult:
         """Findings for ``paths`` (files, and Python files under folders) and
         ``documents`` (path -> current text, overriding the file on disk), in the
@@ -295,11 +297,13 @@ class Workspace:
         ``AuditResult.fixed_documents``; ``diff``: compute the fixes as diffs and write
         nothing; ``force_exclude``: apply ``exclude`` and ``.gitignore`` to paths given
         explicitly too; ``rescan=False``: trust the last scan of the disk except for
-        paths named in :meth:`files_changed` since (only those are stat'ed).
+        paths named in :meth:`files_changed` since (only those are stat'ed);
+        ``add_noqa``: write a ``# noqa`` for each finding of a file on disk, followed by
+        this reason if not empty (``AuditResult.noqa_added``; those findings are dropped).
         """
         with gc_paused():  # what an audit allocates (inventory, facts, trees) has no cycles
             return self._audit(
-                paths, documents or {}, fix, unsafe_fixes, diff, force_exclude, rescan
+                paths, documents or {}, fix, unsafe_fixes, diff, force_exclude, rescan, add_noqa
             )
 
     def _audit(
@@ -311,6 +315,7 @@ class Workspace:
         diff: bool,
         force_exclude: bool,
         rescan: bool,
+        add_noqa: str | None,
     ) -> AuditResult:
         result = AuditResult()
         scan_ns = time.time_ns()
@@ -362,6 +367,8 @@ class Workspace:
                 self._cache.put(run_key, record)
         self._store_inventory(inventory)
         result.files = {item.display: item.path for item in report.values()}
+        if add_noqa is not None:
+            self._add_noqa(report, result, add_noqa)
         return result
 
     # -- which files -------------------------------------------------------------------
@@ -627,7 +634,7 @@ class Workspace:
         applicable = []
         for spec in self.specs:
             if spec.activation is not None and spec.code not in opened:
-                result.inactive[spec.code] = _inactive(spec.code)
+                result.inactive[spec.code] = _inactive(spec)
                 continue
             applicable.append(spec)
         return applicable
@@ -838,6 +845,39 @@ class Workspace:
             kept.extend(outcome.findings)
         result.findings = kept
 
+    def _add_noqa(self, report: dict[str, _File], result: AuditResult, reason: str) -> None:
+        """``--add-noqa``: each file's findings suppressed where they are, in its bytes as
+        they were audited (a file changed since is left alone)."""
+        on_disk = {
+            item.display: item
+            for item in report.values()
+            if not item.document and item.state is not None
+        }
+        by_file: dict[str, list[Finding]] = {}
+        for finding in result.findings:
+            if finding.noqa_row is not None and finding.path in on_disk:
+                by_file.setdefault(finding.path, []).append(finding)
+        done: set[int] = set()
+        for shown, findings in by_file.items():
+            item = on_disk[shown]
+            path = Path(item.location)
+            try:
+                data = path.read_bytes()
+                if item.state is None or digest_of(data) != item.state.digest:
+                    raise noqa_writer.NoqaNotWritten("it changed during the audit")
+                new, added = noqa_writer.add_noqa(data, findings, reason)
+                if added:
+                    write_atomic(path, new)
+            except noqa_writer.NoqaNotWritten as exc:
+                result.errors.append(f"{shown}: no `# noqa` added: {exc}")
+                continue
+            except OSError as exc:
+                result.errors.append(f"{shown}: no `# noqa` added: {exc.strerror or exc}")
+                continue
+            result.noqa_added += added
+            done.update(id(f) for f in findings)
+        result.findings = [f for f in result.findings if id(f) not in done]
+
     # -- the result ----------------------------------------------------------------------
 
     @staticmethod
@@ -868,7 +908,9 @@ class Workspace:
             self._cache.put(self._cache.key("inventory", b"", self._scope), inventory.stored())
 
 
-def _inactive(code: str) -> str:
+def _inactive(spec: RuleSpec) -> str:
     """Why a rule did not apply, known before anything is parsed: no file opens its scope
-    (``Rule.activation``). Once files are parsed, the rule says why (``inactive_reason``)."""
-    return f"no file of the project holds what its scope needs (see `swacheck rule {code}`)"
+    (``Rule.activation``), so the rule's reason for a project without any file holds.
+    Once files are parsed, the rule says why (``inactive_reason``)."""
+    needs = spec.scope_needs or "no file of the project holds what its scope needs"
+    return f"{needs} (see `swacheck rule {spec.code}`)"

@@ -8,14 +8,16 @@ from pathlib import PurePath
 from typing import Any
 
 from swacheck import __version__
+from swacheck.engine.codes import ENGINE_CODES
 from swacheck.finding import PARSE_ERROR_CODE, Finding
-from swacheck.report.style import PLAIN, Style
+from swacheck.report.context import PLAIN_CONTEXT, ReportContext
 from swacheck.report.urls import rule_url
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
 def _rules() -> list[dict[str, Any]]:
+    from swacheck.docs import render_engine_code
     from swacheck.rules import all_rules
 
     described = [
@@ -29,14 +31,19 @@ def _rules() -> list[dict[str, Any]]:
         }
         for rule in all_rules()
     ]
-    described.append(
+    described += [
         {
-            "id": PARSE_ERROR_CODE,
-            "name": "parse-error",
-            "shortDescription": {"text": "The file could not be parsed."},
-            "defaultConfiguration": {"level": "error"},
+            "id": code.code,
+            "name": code.name,
+            "shortDescription": {"text": code.summary},
+            "fullDescription": {"text": render_engine_code(code)},
+            "helpUri": rule_url(code.code),
+            "defaultConfiguration": {
+                "level": "error" if code.code == PARSE_ERROR_CODE else "warning"
+            },
         }
-    )
+        for code in ENGINE_CODES
+    ]
     return described
 
 
@@ -63,7 +70,7 @@ def _result(finding: Finding, rule_index: dict[str, int]) -> dict[str, Any]:
     }
 
 
-def render(findings: Sequence[Finding], style: Style = PLAIN) -> str:
+def render(findings: Sequence[Finding], context: ReportContext = PLAIN_CONTEXT) -> str:
     rules = _rules()
     rule_index = {rule["id"]: i for i, rule in enumerate(rules)}
     document = {

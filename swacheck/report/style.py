@@ -16,6 +16,7 @@ from typing import TextIO
 from swacheck.finding import Applicability, Finding
 
 _BOLD, _RED, _CYAN, _RESET = "\x1b[1m", "\x1b[31m", "\x1b[36m", "\x1b[0m"
+_BRIGHT_RED, _BRIGHT_BLUE, _BRIGHT_CYAN = "\x1b[91m", "\x1b[94m", "\x1b[96m"
 
 
 def wants_colour(when: str, stream: TextIO, environ: Mapping[str, str] = os.environ) -> bool:
@@ -52,6 +53,16 @@ class Style:
 
     def code(self, text: str) -> str:
         return f"{_BOLD}{_RED}{text}{_RESET}" if self.colour else text
+
+    # ``full``'s snippets, in ruff's colours.
+    def gutter(self, text: str) -> str:
+        return f"{_BOLD}{_BRIGHT_BLUE}{text}{_RESET}" if self.colour and text.strip() else text
+
+    def caret(self, text: str) -> str:
+        return f"{_BOLD}{_BRIGHT_RED}{text}{_RESET}" if self.colour and text.strip() else text
+
+    def label(self, text: str) -> str:
+        return f"{_BOLD}{_BRIGHT_CYAN}{text}{_RESET}" if self.colour else text
 
 
 # No colour, safe fixes only: what a pipe or a machine format gets.

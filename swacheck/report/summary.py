@@ -80,11 +80,13 @@ def statistics_text(
 ) -> str:
     rows = _rows(result.findings, style)
     lines = []
+    # As ruff: once some row is fixable, every row says whether it is (`[*]` or `[ ]`).
+    marked = any(fixable for _, _, fixable in rows)
     if rows:
         width = max(len(str(n)) for _, n, _ in rows)
         code_width = max(len(code) for code, _, _ in rows)
         for code, n, fixable in rows:
-            marker = f"[{style.cyan('*')}] " if fixable else ""
+            marker = (f"[{style.cyan('*')}] " if fixable else "[ ] ") if marked else ""
             lines.append(f"{n:>{width}}\t{code:<{code_width}}\t{marker}{names.get(code, code)}")
     for code, reason in sorted(result.inactive.items()):
         lines.append(f"-\t{code}\tinactive: {reason}")

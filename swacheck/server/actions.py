@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from lsprotocol import types
 
+from swacheck.engine import noqa_writer
 from swacheck.engine.fixer import apply_fixes, rows
 from swacheck.engine.noqa import Suppression, suppressions
 from swacheck.finding import (
@@ -97,14 +98,7 @@ def noqa_edit(finding: Finding, report: Report, directives: dict[int, Suppressio
     if finding.code in _UNSUPPRESSIBLE:
         return None
     row = finding.noqa_row or finding.start.row
-    line = report.lines.line(row)
-    directive = directives.get(row)
-    if directive is not None:
-        end = Position(row, directive.end)
-        edit = Edit(end, end, f", {finding.code}")
-    else:
-        code_end = len(line.rstrip())
-        edit = Edit(Position(row, code_end), Position(row, len(line)), f"  # noqa: {finding.code}")
+    edit = noqa_writer.noqa_edit(row, report.lines.line(row), directives.get(row), [finding.code])
     fixed, _ = apply_fixes(report.snapshot.text, [Fix("", (edit,))])
     written = suppressions(fixed).lines.get(row)
     return edit if written is not None and written.covers(finding.code) else None

@@ -24,14 +24,9 @@ _CODE = re.compile(r"\bSWA[0-9]+\b")
 
 def page(code: str) -> str | None:
     """``swacheck rule CODE``'s text (imports the rules, and libcst, on first use)."""
-    engine = engine_code(code)
-    if engine is not None:
-        return engine.page()
-    from swacheck.docs import render_rule
-    from swacheck.rules import rule_by_code
+    from swacheck.docs import page_of
 
-    rule = rule_by_code(code)
-    return render_rule(rule) if rule is not None else None
+    return page_of(code)
 
 
 def _inside(position: types.Position, where: types.Range) -> bool:

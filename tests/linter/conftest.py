@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+
+# The lines these tests read are ``concise``'s (``path:line:col: CODE``); the default
+# format, ``full``, and every other one are tested in test_cli_formats.py.
+CONCISE = {"SWACHECK_OUTPUT_FORMAT": "concise"}
 
 
 class Swacheck:
@@ -24,6 +29,7 @@ class Swacheck:
             capture_output=True,
             text=True,
             timeout=120,
+            env={**os.environ, **CONCISE},
         )
         if check_rc is not None:
             assert proc.returncode == check_rc, (proc.returncode, proc.stdout, proc.stderr)

@@ -1,9 +1,13 @@
 """swacheck under real pre-commit: the README's snippet, the repository as a hook source
-(``.pre-commit-hooks.yaml``), and the same findings per file for ``--files`` as for
-``--all-files`` (issue 17: a partial file list must not lose cross-file findings)."""
+(``.pre-commit-hooks.yaml``), the same findings per file for ``--files`` as for
+``--all-files`` (issue 17: a partial file list must not lose cross-file findings), and
+gradual adoption in an SGLang-like repository (issue 26): a baseline and ``--add-noqa``
+let commits through that touch files with old findings, and stop a new one."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import re
 import shutil
@@ -15,7 +19,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
-FINDING = re.compile(r"^(?P<path>\S+\.py):(?P<row>\d+):(?P<col>\d+): (?P<code>SWA\d+)", re.M)
+# A finding as the default format (full) shows it: its code, then ` --> path:row:col`.
+FINDING = re.compile(
+    r"^(?P<code>SWA\d+) .*\n\s*--> (?P<path>\S+\.py):(?P<row>\d+):(?P<col>\d+)$", re.M
+)
+SGLANG_LIKE = REPO / "tests" / "lsp" / "sglang_like.py"
 PRE_COMMIT = [sys.executable, "-m", "pre_commit"]
 
 
@@ -29,26 +37,43 @@ def _git(cwd: Path, *args: str) -> str:
     ).stdout
 
 
-def _readme_snippet() -> str:
-    """The YAML block after ``<!-- pre-commit-config -->`` in README.md, verbatim."""
+def _readme_snippet(marker: str = "pre-commit-config") -> str:
+    """The YAML block after ``<!-- MARKER -->`` in README.md, verbatim."""
     text = (REPO / "README.md").read_text(encoding="utf-8")
-    after = text.split("<!-- pre-commit-config -->\n", 1)[1]
+    after = text.split(f"<!-- {marker} -->\n", 1)[1]
     match = re.match(r"```yaml\n(.*?)```\n", after, re.S)
-    assert match, "README.md has no YAML block after <!-- pre-commit-config -->"
+    assert match, f"README.md has no YAML block after <!-- {marker} -->"
     return match.group(1)
 
 
-def _pre_commit(project: Path, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _env(home: Path) -> dict[str, str]:
     # This interpreter's folder first: the `swacheck` a `language: system` hook runs.
     path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     env = {**os.environ, "PRE_COMMIT_HOME": str(home), "PATH": path}
-    env.pop("PIP_REQUIRE_VIRTUALENV", None)
+    for name in ("PIP_REQUIRE_VIRTUALENV", "SWACHECK_OUTPUT_FORMAT", "NO_COLOR", "FORCE_COLOR"):
+        env.pop(name, None)
+    return env
+
+
+def _pre_commit(project: Path, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*PRE_COMMIT, "run", *args],
         cwd=project,
         capture_output=True,
         text=True,
-        env=env,
+        env=_env(home),
+        timeout=600,
+    )
+
+
+def _commit(project: Path, home: Path, message: str) -> subprocess.CompletedProcess[str]:
+    """``git commit -a`` through the hook ``pre-commit install`` put in place."""
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", message],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        env=_env(home),
         timeout=600,
     )
 
@@ -154,3 +179,107 @@ def test_the_repository_is_a_hook_source(tmp_path: Path, tools: None) -> None:
     _git(project, "add", "-A")
     ok = _pre_commit(project, home, "--all-files")
     assert ok.returncode == 0, ok.stdout + ok.stderr
+
+
+def _sglang_like(root: Path) -> Path:
+    """tests/lsp's SGLang-like project (a pool, graph and model runners with one bug of
+    each kind), as a git repository."""
+    spec = importlib.util.spec_from_file_location("sglang_like", SGLANG_LIKE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.make_project(root)
+
+
+def _swacheck(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "swacheck", "audit", *args],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.fixture
+def legacy(tmp_path: Path, tools: None) -> tuple[Path, Path]:
+    """An SGLang-like repository with findings, committed, and a pre-commit home."""
+    project = _sglang_like(tmp_path / "minisglang")
+    old = _swacheck(project, "--output-format", "json")
+    assert old.returncode == 1 and len(json.loads(old.stdout)) >= 4
+    _git(project, "add", "-A")
+    _git(project, "commit", "-qm", "engine with old findings")
+    return project, tmp_path / "pc-home"
+
+
+def _touch_and_add_a_bug(project: Path) -> tuple[Path, str]:
+    """Edit a line of the pool (which holds old findings); the text of a new bug."""
+    pool = project / "minisglang" / "mem_cache" / "pool.py"
+    text = pool.read_text()
+    text = text.replace("import torch\n", "import torch\n\n# Pool sizes are in tokens.\n", 1)
+    pool.write_text(text)
+    bug = "out_cache_loc_swa = torch.zeros(16, dtype=torch.int64)\n"
+    return pool, bug
+
+
+def test_a_baseline_lets_old_findings_through_and_stops_new_ones(
+    legacy: tuple[Path, Path],
+) -> None:
+    project, home = legacy
+    written = _swacheck(project, "--baseline", "swacheck-baseline.json", "--write-baseline")
+    assert written.returncode == 0, written.stderr
+    (project / ".pre-commit-config.yaml").write_text(_readme_snippet("pre-commit-baseline"))
+    _git(project, "add", "-A")
+    _git(project, "commit", "-qm", "adopt swacheck with a baseline")
+    installed = subprocess.run(
+        [*PRE_COMMIT, "install"], cwd=project, capture_output=True, text=True, env=_env(home)
+    )
+    assert installed.returncode == 0, installed.stderr
+
+    # Touching a file with old findings (every one moves down two rows) commits.
+    pool, bug = _touch_and_add_a_bug(project)
+    ok = _commit(project, home, "a comment in the pool")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    # A new finding in it does not, and it is the only one shown.
+    pool.write_text(pool.read_text() + bug)
+    refused = _commit(project, home, "a new int64 SWA buffer")
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    shown = _findings(refused.stdout + refused.stderr)
+    new_row = len(pool.read_text().splitlines())
+    assert shown == [
+        ("minisglang/mem_cache/pool.py", new_row, bug.index("torch.int64") + 1, "SWA002")
+    ]
+
+
+def test_add_noqa_lets_old_findings_through_and_stops_new_ones(
+    legacy: tuple[Path, Path],
+) -> None:
+    project, home = legacy
+    before = {p: p.read_text() for p in project.rglob("*.py")}
+    added = _swacheck(project, "--add-noqa")
+    assert added.returncode == 0 and added.stderr.startswith("Added "), added.stderr
+    diff = _git(project, "diff", "--unified=0")
+    changed = [
+        line for line in diff.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")
+    ]
+    assert changed and all(line.startswith(("-", "+")) for line in changed)
+    assert all("# noqa: SWA" in line for line in changed if line.startswith("+"))
+    assert sum(line.startswith("+") for line in changed) == sum(
+        line.startswith("-") for line in changed
+    )  # comments appended to rows, no row added or removed
+    for path, text in before.items():
+        assert len(path.read_text().splitlines()) == len(text.splitlines())
+    (project / ".pre-commit-config.yaml").write_text(_readme_snippet())
+    _git(project, "add", "-A")
+    _git(project, "commit", "-qm", "suppress the old findings")
+    installed = subprocess.run(
+        [*PRE_COMMIT, "install"], cwd=project, capture_output=True, text=True, env=_env(home)
+    )
+    assert installed.returncode == 0, installed.stderr
+    pool, bug = _touch_and_add_a_bug(project)
+    ok = _commit(project, home, "a comment in the pool")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    pool.write_text(pool.read_text() + bug)
+    refused = _commit(project, home, "a new int64 SWA buffer")
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert [f[3] for f in _findings(refused.stdout + refused.stderr)] == ["SWA002"]

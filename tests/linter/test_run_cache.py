@@ -4,6 +4,7 @@ without importing libcst, and anything that could change a finding misses it."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from swacheck.config import Config
@@ -49,14 +50,14 @@ def test_file_no_rule_can_fire_in_needs_no_libcst(swacheck, tmp_path: Path) -> N
 
 def test_edit_rename_and_working_directory_all_miss(swacheck, swacheck_at, tmp_path) -> None:
     target = write(tmp_path / "pkg" / "bufs.py", INT64_SWA)
-    first = swacheck("audit", "--output-format", "json", check_rc=1).stdout
-    assert json.loads(first)[0]["filename"] == "pkg/bufs.py"
+    first = swacheck("audit", "--output-format", "concise", check_rc=1).stdout
+    assert first.startswith(f"pkg{os.sep}bufs.py:")
     # Same bytes, different working directory: paths are shown relative to it.
-    inner = swacheck_at(tmp_path / "pkg")("audit", "--output-format", "json", check_rc=1)
-    assert json.loads(inner.stdout)[0]["filename"] == "bufs.py"
+    inner = swacheck_at(tmp_path / "pkg")("audit", "--output-format", "concise", check_rc=1)
+    assert inner.stdout.startswith("bufs.py:")
     target.rename(tmp_path / "pkg" / "moved.py")
     moved = swacheck("audit", "--output-format", "json", check_rc=1).stdout
-    assert json.loads(moved)[0]["filename"] == "pkg/moved.py"
+    assert json.loads(moved)[0]["filename"] == str(tmp_path / "pkg" / "moved.py")
     (tmp_path / "pkg" / "moved.py").write_text(INT64_SWA.replace("int64", "int32"))
     swacheck("audit", check_rc=0)
 

@@ -6,6 +6,7 @@ import json
 import pytest
 import torch
 
+from swacheck.reference_impl.bugs import BUG_NAMES
 from swacheck.reference_impl.demo import build_runner, main, serve
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
@@ -63,6 +64,24 @@ def test_demo_cli_json_last_line(capsys):
     assert result["steps"] == 2 and result["violations"] == {}
     assert result["max_abs_diff"] <= result["tolerance"] and result["diverged"] is False
     assert result["device"] == DEV and result["inject_bug"] is None
+
+
+def test_demo_cli_counts_decode_steps_as_steps_says(capsys):
+    """``--steps N`` runs N decode steps; the forward lines say which decode step each is."""
+    assert main(["--device", DEV, "--steps", "3"]) == 0
+    out = capsys.readouterr().out
+    decodes = [line for line in out.splitlines() if ": decode " in line]
+    assert [line.split(": decode ")[1].split()[0] for line in decodes] == ["1/3", "2/3", "3/3"]
+    assert out.splitlines()[-2].startswith("3 decode steps (")
+    assert "--inject-bug NAME" in out.splitlines()[-1]  # no bug injected: how to see one
+
+
+def test_demo_help_names_every_bug(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    for name in BUG_NAMES:
+        assert f"  {name} " in out, name
 
 
 def test_demo_cli_rejects_unknown_bug(capsys):

@@ -23,8 +23,9 @@ from swacheck.cli import main
 FIXED = INT64_SWA.replace("int64", "int32")
 
 
-def _names(findings: list[dict]) -> list[str]:
-    return sorted(f["filename"] for f in findings)
+def _names(findings: list[dict], root: Path) -> list[str]:
+    """The findings' files relative to ``root`` (JSON's ``filename`` is absolute, as ruff's)."""
+    return sorted(Path(f["filename"]).relative_to(root).as_posix() for f in findings)
 
 
 def test_symlinks_in_the_tree_are_never_followed(cli: Cli, tmp_path: Path) -> None:
@@ -35,7 +36,7 @@ def test_symlinks_in_the_tree_are_never_followed(cli: Cli, tmp_path: Path) -> No
     (tmp_path / "out_dir").symlink_to(outside.parent, target_is_directory=True)
     (tmp_path / "out_file.py").symlink_to(outside)
     (tmp_path / "dangling.py").symlink_to(tmp_path / "missing.py")
-    assert _names(cli.json("--no-cache", timeout=30)) == ["pkg/ok.py"]
+    assert _names(cli.json("--no-cache", timeout=30), tmp_path) == ["pkg/ok.py"]
     proc = cli("audit", "--no-cache", "out_dir", check_rc=0)
     assert "out_dir: is a symlink; not followed" in proc.stderr
 
@@ -47,7 +48,7 @@ def test_fifos_and_devices_are_skipped_not_read(cli: Cli, tmp_path: Path) -> Non
     write(tmp_path / "ok.py", INT64_SWA)
     proc = cli("audit", "--no-cache", "--output-format", "json", timeout=30)
     assert "pipe.py: not a regular file" in proc.stderr
-    assert '"filename": "ok.py"' in proc.stdout
+    assert f'"filename": "{tmp_path / "ok.py"}"' in proc.stdout
     proc = cli("audit", "--no-cache", "pipe.py", os.devnull, "ok.py", check_rc=1, timeout=30)
     assert "pipe.py: not a regular file" in proc.stderr
     assert f"{os.devnull}: not a regular file" in proc.stderr
@@ -71,9 +72,18 @@ def test_unreadable_files_and_folders_are_reported(cli: Cli, tmp_path: Path) -> 
     write(tmp_path / "ok.py", INT64_SWA)
     inner = os.path.join("locked_dir", "inner.py")
     try:
-        walked = cli("audit", "--no-cache", prefix=prefix, check_rc=1)
+        walked = cli("audit", "--no-cache", "--output-format", "concise", prefix=prefix, check_rc=1)
         # Named first: the configuration is looked for upward from the unreadable folder.
-        named = cli("audit", "--no-cache", inner, "locked_dir", "ok.py", prefix=prefix)
+        named = cli(
+            "audit",
+            "--no-cache",
+            "--output-format",
+            "concise",
+            inner,
+            "locked_dir",
+            "ok.py",
+            prefix=prefix,
+        )
     finally:
         (tmp_path / "locked_dir").chmod(0o755)
     # A file that cannot be read is an SWA999 finding (ruff: E902); a folder a warning.
@@ -107,9 +117,9 @@ ODD_NAMES = [
 def test_odd_file_names(cli: Cli, tmp_path: Path) -> None:
     for name in ODD_NAMES:
         write(tmp_path / name, INT64_SWA)
-    assert _names(cli.json("--no-cache")) == sorted(ODD_NAMES)
+    assert _names(cli.json("--no-cache"), tmp_path) == sorted(ODD_NAMES)
     explicit = cli.json("--no-cache", "--", "-leading-dash.py", "--fix.py")
-    assert _names(explicit) == ["--fix.py", "-leading-dash.py"]
+    assert _names(explicit, tmp_path) == ["--fix.py", "-leading-dash.py"]
     assert (tmp_path / "--fix.py").read_text() == INT64_SWA  # a name, not the option
     cli("audit", "--no-cache", "--fix", check_rc=0)
     assert {(tmp_path / name).read_text() for name in ODD_NAMES} == {FIXED}
@@ -120,7 +130,7 @@ def test_invalid_gitignore_lines_are_skipped_and_reported(cli: Cli, tmp_path: Pa
     write(tmp_path / ".gitignore", "!\n\\\n[z-a]\ngenerated/\n")
     write(tmp_path / "generated" / "a.py", INT64_SWA)
     write(tmp_path / "keep.py", INT64_SWA)
-    proc = cli("audit", "--no-cache", check_rc=1)
+    proc = cli("audit", "--no-cache", "--output-format", "concise", check_rc=1)
     assert proc.stdout.startswith("keep.py:")
     assert proc.stdout.splitlines()[1] == "Found 1 finding."
     for number, pattern in ((1, "'!'"), (2, "'\\\\'"), (3, "'[z-a]'")):

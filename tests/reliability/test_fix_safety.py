@@ -127,7 +127,7 @@ def test_read_only_file_is_reported_and_left_alone(cli: Cli, tmp_path: Path) -> 
 
 def test_a_fix_that_cannot_be_written_keeps_its_finding(cli: Cli, tmp_path: Path) -> None:
     write(tmp_path / "read_only.py", INT64_SWA).chmod(0o444)
-    proc = cli("audit", "--fix", "--no-cache")
+    proc = cli("audit", "--fix", "--no-cache", "--output-format", "concise")
     assert proc.returncode == 1
     assert proc.stdout.startswith("read_only.py:2:45: SWA002")
 

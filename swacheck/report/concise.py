@@ -1,5 +1,5 @@
-"""``path:line:col: CODE message`` — the convention editors and CI annotators parse
-(ruff's ``concise`` format)."""
+"""``path:line:col: CODE [*] message``, one line per finding: ruff's ``concise`` format,
+the convention editors, ``grep`` and CI annotators parse."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import re
 from collections.abc import Sequence
 
 from swacheck.finding import Finding
+from swacheck.report.context import PLAIN_CONTEXT, ReportContext
 from swacheck.report.style import PLAIN, Style
 
 # Control characters in a file name would split or garble the line: shown escaped.
@@ -29,5 +30,5 @@ def format_finding(finding: Finding, style: Style = PLAIN) -> str:
     return f"{where} {style.code(finding.code)}{marker} {finding.message}"
 
 
-def render(findings: Sequence[Finding], style: Style = PLAIN) -> str:
-    return "".join(format_finding(f, style) + "\n" for f in findings)
+def render(findings: Sequence[Finding], context: ReportContext = PLAIN_CONTEXT) -> str:
+    return "".join(format_finding(f, context.style) + "\n" for f in findings)
