@@ -157,6 +157,10 @@ class PoolWatch:
         self.live: CacheEntry | None = None
         self.reported: frozenset[str] = NOTHING_REPORTED
         self._kv_depth = 0
+        # Within a KV write: the SWA location its SWA sub-pool's write received, and what
+        # it translated itself (I9 pairs the full location with the one that was used).
+        self._kv_sub_loc: torch.Tensor | None = None
+        self._kv_translated: torch.Tensor | None = None
         self._translate_name = config.translate_methods[0]
         self._invalidate_name = config.invalidate_methods[0]
         # The last mapping tensor seen and its identity (see ``_mapping_identity``).
@@ -183,7 +187,7 @@ class PoolWatch:
                 )
         for name in writes:
             patcher.wrap_method(self.pool, name, self._wrap_kv_write)
-        install_subpool_writes(self.checks, self.pool, self.label)
+        install_subpool_writes(self.checks, self.pool, self.label, self._subpool_written)
         checks = self.checks
 
         def mutator(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -238,7 +242,11 @@ class PoolWatch:
             self._last_result = weakref.ref(result)
             if attribute_cache is not None:
                 attribute_cache.record(kv_indices, result)
-            if check_dtype:
+            if self._kv_depth:
+                self._kv_translated = result
+            if checks.write_dtypes is None:
+                checks.learn_write_dtype(result, what)
+            elif check_dtype:
                 checks.check_dtype(result, what)
             return result
 
@@ -268,7 +276,6 @@ class PoolWatch:
         pools = checks.pools
         is_tensor = torch.Tensor
         check_dtype = checks.config.check_translate_dtype
-        swa_dtypes = checks.swa_dtypes
         pool = self.pool
         mapping_attr = self.mapping_attr
         get_frame = sys._getframe
@@ -357,9 +364,14 @@ class PoolWatch:
                     ),
                 )
                 self.reported = NOTHING_REPORTED
-            if check_dtype:
+            if self._kv_depth:
+                self._kv_translated = result
+            allowed = checks.write_dtypes
+            if allowed is None:
+                checks.learn_write_dtype(result, f"{self.label}.{self._translate_name}() output")
+            elif check_dtype:
                 checks.dtype_checks += 1
-                if result.dtype not in swa_dtypes:
+                if result.dtype not in allowed:
                     checks.flag_dtype(result, f"{self.label}.{self._translate_name}() output")
             return result
 
@@ -386,20 +398,37 @@ class PoolWatch:
             wrapped.step_aside()
 
     def _wrap_kv_write(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        """A KV write: the SWA locations it consumes (``consumers``); translations made
-        inside it are of the batch's own locations, never fresh tensors (I7)."""
+        """A KV write: the SWA locations it consumes (``consumers``), and after it the SWA
+        location it used against the full one it was given (I9, ``translation``);
+        translations made inside it are of the batch's own locations, never fresh tensors
+        (I7)."""
         name = getattr(original, "__name__", "set_kv_buffer")
-        check = pool_write_check(self.checks, original, f"{self.label}.{name}")
+        label = f"{self.label}.{name}"
+        check = pool_write_check(self.checks, original, label)
+        checks = self.checks
 
         def kv_write(*args: Any, **kwargs: Any) -> Any:
-            check(args, kwargs)
+            full, swa = check(args, kwargs)
             self._kv_depth += 1
+            self._kv_sub_loc = self._kv_translated = None
             try:
-                return original(*args, **kwargs)
+                result = original(*args, **kwargs)
             finally:
                 self._kv_depth -= 1
+            if full is not None:
+                used = self._kv_sub_loc
+                if used is None:
+                    used = swa if swa is not None else self._kv_translated
+                if used is not None:
+                    checks.check_translation(label, self.mapping(), full, used)
+            return result
 
         return kv_write
+
+    def _subpool_written(self, loc: torch.Tensor) -> None:
+        """The SWA sub-pool's write received ``loc``: what the KV write in progress used."""
+        if self._kv_depth:
+            self._kv_sub_loc = loc
 
     # -- checks -------------------------------------------------------------------------
 

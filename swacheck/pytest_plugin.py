@@ -57,6 +57,11 @@ CACHE_MODELS = ("none", "memoising", "attribute")
 _SANITIZER = pytest.StashKey["Sanitizer"]()
 _RANK_REPORTS = pytest.StashKey["list[SanitizerReport]"]()
 _STATS = pytest.StashKey["SessionStats"]()
+_CLASSES = pytest.StashKey["list[tuple[Any, type]]"]()
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 class SessionStats:
@@ -113,8 +118,9 @@ class SessionStats:
         total = sum(self.counts.values())
         watched = ", ".join(f"{n} {role}" for role, n in sorted(self.watched.items()))
         lines = [
-            f"swa-sanitizer ({levels}): {self.tests} tests sanitized, {self.checks} checks, "
-            f"{total} violations" + (f" ({found})" if found else "")
+            f"swa-sanitizer ({levels}): {_plural(self.tests, 'test')} sanitized, "
+            f"{_plural(self.checks, 'check')}, {_plural(total, 'violation')}"
+            + (f" ({found})" if found else "")
         ]
         if watched:
             lines.append(f"swa-sanitizer: watched {watched}")
@@ -175,17 +181,29 @@ def pytest_configure(config: pytest.Config) -> None:
     if level != "off" and not _torch_available():
         raise pytest.UsageError(f"{OPTION}={level} needs torch: pip install 'swacheck[runtime]'")
     if level != "off":
-        _parse_class_specs(config)
+        _watched_classes(config)
 
 
-def _parse_class_specs(config: pytest.Config) -> list[Any]:
-    """The ini option's entries, parsed (a usage error naming a bad one)."""
-    from swacheck.runtime.class_spec import parse_class_spec
+def _watched_classes(config: pytest.Config) -> list[tuple[Any, type]]:
+    """The ini option's entries (``auto``: the installed SGLang's recipe), parsed and
+    loaded once per session: a usage error naming the first bad one. Called at
+    configuration when the session sanitizes, else by the first sanitized test."""
+    cached = config.stash.get(_CLASSES, None)
+    if cached is not None:
+        return cached
+    from swacheck.runtime.class_spec import load_class_specs
 
     try:
-        return [parse_class_spec(spec) for spec in config.getini(INI_CLASSES)]
+        loaded = load_class_specs(config.getini(INI_CLASSES))
     except ValueError as exc:
         raise pytest.UsageError(f"{INI_CLASSES}: {exc}") from None
+    config.stash[_CLASSES] = loaded
+    return loaded
+
+
+def _class_specs(config: pytest.Config) -> list[str]:
+    """The entries as watched (``auto`` expanded), for ranks started by torchrun."""
+    return [parsed.text for parsed, _ in _watched_classes(config)]
 
 
 def _torch_available() -> bool:
@@ -222,12 +240,13 @@ def _settings(item: pytest.Item) -> tuple[str, str] | None:
 
 
 def _watch_classes(item: pytest.Item, san: Sanitizer) -> None:
-    """Watch the classes the ini option names (a usage error naming a bad entry)."""
-    for parsed in _parse_class_specs(item.config):
-        try:
-            cls = parsed.load()
-        except (ValueError, ImportError, AttributeError) as exc:
-            raise pytest.UsageError(f"{INI_CLASSES}: {exc}") from None
+    """Watch the classes the ini option names. A bad entry found only now (a session
+    sanitizing by marker or fixture alone) ends the session as a usage error."""
+    try:
+        loaded = _watched_classes(item.config)
+    except pytest.UsageError as exc:
+        pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
+    for parsed, cls in loaded:
         san.watch_class(cls, parsed.role, cache=parsed.cache)
 
 
@@ -286,7 +305,7 @@ def swa_sanitize_ranks(request: pytest.FixtureRequest) -> Callable[..., Sanitize
             nprocs,
             level=level,
             action=action,
-            watch_classes=item.config.getini(INI_CLASSES),
+            watch_classes=_class_specs(item.config),
             timeout_s=timeout,
             cwd=item.config.rootpath,
         )
@@ -320,6 +339,18 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     finally:
         if san is not None and sum(san.counts.values()):
             item.add_report_section("call", "swa-sanitizer", san.report().to_text())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A violation's line in the short test summary leads with its kind: pytest cuts
+    that line at the terminal's width, which the exception's module path alone fills."""
+    report = yield
+    violation = getattr(getattr(call.excinfo, "value", None), "violation", None)
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if report.failed and crash is not None and hasattr(violation, "headline"):
+        crash.message = violation.headline()
+    return report
 
 
 @pytest.hookimpl(wrapper=True, trylast=True)

@@ -191,7 +191,8 @@ def test_translation_dtype_only_where_configured(toy: SimpleNamespace) -> None:
         san.watch(pool)
         assert pool.translate_loc_from_full_to_swa(locs).dtype == torch.int64
         assert san.report().ok
-    with Sanitizer(level="fast", config=Config(check_translate_dtype=True)) as san:
+    int32 = Config(check_translate_dtype=True, runtime_swa_loc_dtypes="int32")
+    with Sanitizer(level="fast", config=int32) as san:
         san.watch(pool)
         pool.invalidate_loc_cache()
         with pytest.raises(SWALocDtypeError, match=r"torch\.int64, expected torch\.int32"):
