@@ -124,6 +124,8 @@ class BackendWatch:
         if not found:
             return
         checks = self.checks
+        if checks.dtypes.allowed(PAGE_TABLE) is None:
+            self._learn_page_table_dtype()  # the buffers exist once graphs are set up
         batch = batch_argument(args, kwargs)
         for label, name, t in found:
             role = role_of_name(name) if checks.names.is_swa(name) else PAGE_TABLE

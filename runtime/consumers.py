@@ -163,7 +163,7 @@ def _subpool_write(
         value = argument(args, kwargs, index, name)
         if isinstance(value, torch.Tensor):
             checks.check_dtype(value, f"{what}({name}=...), an SWA location")
-            written(value)
+            written(value)  # before the write: a wrong location is reported first
         elif value is not None and not isinstance(value, _PLAIN):
             for field, tensor in vars(value).items():
                 if isinstance(tensor, torch.Tensor) and LOCATION_WORD in words(field):

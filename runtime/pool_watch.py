@@ -161,6 +161,8 @@ class PoolWatch:
         # it translated itself (I9 pairs the full location with the one that was used).
         self._kv_sub_loc: torch.Tensor | None = None
         self._kv_translated: torch.Tensor | None = None
+        self._kv_full: torch.Tensor | None = None
+        self._kv_label = ""
         self._translate_name = config.translate_methods[0]
         self._invalidate_name = config.invalidate_methods[0]
         # The last mapping tensor seen and its identity (see ``_mapping_identity``).
@@ -398,9 +400,11 @@ class PoolWatch:
             wrapped.step_aside()
 
     def _wrap_kv_write(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        """A KV write: the SWA locations it consumes (``consumers``), and after it the SWA
-        location it used against the full one it was given (I9, ``translation``);
-        translations made inside it are of the batch's own locations, never fresh tensors
+        """A KV write: the SWA locations it consumes (``consumers``) and I9 (``translation``):
+        the SWA location it uses against the full one it was given, checked before the
+        SWA sub-pool's write receives it (so under ``raise`` a wrong one is never written),
+        else after the write (the SWA argument, or what it translated itself).
+        Translations made inside it are of the batch's own locations, never fresh tensors
         (I7)."""
         name = getattr(original, "__name__", "set_kv_buffer")
         label = f"{self.label}.{name}"
@@ -410,15 +414,14 @@ class PoolWatch:
         def kv_write(*args: Any, **kwargs: Any) -> Any:
             full, swa = check(args, kwargs)
             self._kv_depth += 1
+            self._kv_full, self._kv_label = full, label
             self._kv_sub_loc = self._kv_translated = None
             try:
                 result = original(*args, **kwargs)
             finally:
                 self._kv_depth -= 1
-            if full is not None:
-                used = self._kv_sub_loc
-                if used is None:
-                    used = swa if swa is not None else self._kv_translated
+            if full is not None and self._kv_sub_loc is None:
+                used = swa if swa is not None else self._kv_translated
                 if used is not None:
                     checks.check_translation(label, self.mapping(), full, used)
             return result
@@ -426,9 +429,12 @@ class PoolWatch:
         return kv_write
 
     def _subpool_written(self, loc: torch.Tensor) -> None:
-        """The SWA sub-pool's write received ``loc``: what the KV write in progress used."""
-        if self._kv_depth:
+        """The SWA sub-pool's write is about to receive ``loc``: the location the KV write
+        in progress really uses, checked against its full location now (I9)."""
+        if self._kv_depth and self._kv_sub_loc is None:
             self._kv_sub_loc = loc
+            if self._kv_full is not None:
+                self.checks.check_translation(self._kv_label, self.mapping(), self._kv_full, loc)
 
     # -- checks -------------------------------------------------------------------------
 

@@ -19,13 +19,10 @@ SIZE, SIZE_SWA = 64, 32
 HEADS, HEAD_DIM = 2, 8
 SWA_LAYERS, FULL_LAYERS = (0, 2), (1, 3)
 
-# The configuration per release line (docs/sanitizing-sglang.md): from 0.5.13 on, SGLang
-# translates SWA locations to int64 (the mapping's dtype) and consumes them as such.
-INT64_LINE = Config(runtime_swa_loc_dtypes=("int32", "int64"))
-
-
-def config_for(version: str) -> Config:
-    return INT64_LINE if version_tuple(version) >= (0, 5, 13) else Config()
+# Every release runs with the default configuration: the dtype contract is ``auto``,
+# each role's convention inferred from the release itself (int32 to 0.5.12; from 0.5.13
+# int64 write indices, the translation's dtype), so no release line lists exceptions.
+DEFAULT = Config()
 
 
 def version_tuple(version: str) -> tuple[int, ...]:
@@ -92,6 +89,27 @@ def write_kv(release: Any, pool: Any, layer_id: int, locs: torch.Tensor) -> None
     (write_loc,) = release.load("sglang.srt.mem_cache.memory_pool", "KVWriteLoc")
     swa = pool.translate_loc_from_full_to_swa(locs) if layer_id in SWA_LAYERS else None
     pool.set_kv_buffer(layer(layer_id), write_loc(locs, swa_loc=swa), cache, cache)
+
+
+def write_kv_as_given(release: Any, pool: Any, layer_id: int, locs: torch.Tensor, swa: Any) -> None:
+    """One layer's KV write whose SWA location is ``swa``, handed over the way the
+    release's callers hand it: the per-batch ``set_swa_loc`` (to 0.5.12: the model runner
+    sets the batch's ``out_cache_loc_swa`` on the pool before the forward), ``swa_loc=``
+    (0.5.13) or a ``KVWriteLoc`` (0.5.14+). How a bug gets there differs by era; what the
+    SWA sub-pool's write receives is the same."""
+    cache = torch.randn(locs.numel(), HEADS, HEAD_DIM, dtype=torch.float16)
+    params = inspect.signature(pool.set_kv_buffer).parameters
+    if "swa_loc" in params:
+        pool.set_kv_buffer(layer(layer_id), locs, cache, cache, swa_loc=swa)
+    elif "loc_info" in params:
+        (write_loc,) = release.load("sglang.srt.mem_cache.memory_pool", "KVWriteLoc")
+        pool.set_kv_buffer(layer(layer_id), write_loc(locs, swa_loc=swa), cache, cache)
+    else:
+        pool.set_swa_loc(swa)
+        try:
+            pool.set_kv_buffer(layer(layer_id), locs, cache, cache)
+        finally:
+            pool.set_swa_loc(None)
 
 
 def churn(release: Any, pool: Any, allocator: Any, steps: int = 40) -> int:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import torch
 from sglang_objects import (
-    config_for,
+    DEFAULT,
     decode_batch,
     decode_input_buffers,
     decode_runner,
@@ -64,9 +64,7 @@ def test_decode_input_buffers_alone(sglang: Release, level: str, figures: Any) -
     """Recognised as input buffers by their populate method; 0.5.11's bug caught: the
     padded tail of ``out_cache_loc_swa`` and its int64 allocation; 0.5.12 clean."""
     buffers = decode_input_buffers(sglang, max_bs=4)
-    report = sanitized(
-        level, config_for(sglang.version), lambda: padded_populates(buffers), buffers
-    )
+    report = sanitized(level, DEFAULT, lambda: padded_populates(buffers), buffers)
     figures("DecodeInputBuffers padded populate", report)
     assert report.watched == {"input-buffers": 1}
     assert report.checks[PADDING_NOT_ZEROED] > 0 and report.checks[SWA_LOC_DTYPE] > 0
@@ -88,7 +86,7 @@ def test_padding_bug_raises_at_both_levels(sglang: Release) -> None:
     allocation, a property of the buffer rather than of a call, at the safe point after."""
     for level in LEVELS:
         buffers = decode_input_buffers(sglang, max_bs=4)
-        with Sanitizer(level=level, action="raise", config=config_for(sglang.version)) as san:
+        with Sanitizer(level=level, action="raise", config=DEFAULT) as san:
             san.watch(buffers)
             populate(buffers, raw_bs=4, bs=4)
             with pytest.raises(PaddingNotZeroedError, match="out_cache_loc_swa"):
@@ -105,9 +103,7 @@ def test_speculative_tails_are_token_counts(sglang: Release, level: str) -> None
     """Two tokens per request (speculative verify): raw 3 requests padded to 4 leave the
     token tail [6:8]; 0.5.11 leaves the previous batch's slots there, 0.5.12 zeroes it."""
     buffers = decode_input_buffers(sglang, max_bs=4, tokens_per_request=2)
-    report = sanitized(
-        level, config_for(sglang.version), lambda: padded_populates(buffers, 2), buffers
-    )
+    report = sanitized(level, DEFAULT, lambda: padded_populates(buffers, 2), buffers)
     assert report.checks[PADDING_NOT_ZEROED] > 0
     if sglang.version == "0.5.11":
         assert report.counts[PADDING_NOT_ZEROED] >= 1, report.to_text()
@@ -218,7 +214,7 @@ def test_cuda_graph_runner_replay(
     sglang: Release, level: str, monkeypatch: pytest.MonkeyPatch, figures: Any
 ) -> None:
     runner = bare_cuda_graph_runner(sglang, monkeypatch)
-    report = sanitized(level, config_for(sglang.version), lambda: replays(sglang, runner), runner)
+    report = sanitized(level, DEFAULT, lambda: replays(sglang, runner), runner)
     figures("CudaGraphRunner.replay", report)
     assert report.watched == {"graph-runner": 1}
     assert report.checks[PADDING_NOT_ZEROED] > 0
@@ -253,10 +249,8 @@ def test_decode_cuda_graph_runner_is_recognised_and_clean(
     quiet_process_groups(monkeypatch)
     buffers, registry = registry_input_buffers(sglang, max_bs=4)
     runner = decode_runner(sglang, buffers, registry, capture_bs=(1, 4))
-    assert (
-        role_of_class(type(runner).__mro__[1], config_for(sglang.version)).value == "graph-runner"
-    )
-    report = sanitized(level, config_for(sglang.version), lambda: executes(sglang, runner), runner)
+    assert role_of_class(type(runner).__mro__[1], DEFAULT).value == "graph-runner"
+    report = sanitized(level, DEFAULT, lambda: executes(sglang, runner), runner)
     figures("DecodeCudaGraphRunner.execute", report)
     assert report.ok, report.to_text()
     assert report.watched == {"graph-runner": 1}

@@ -9,18 +9,18 @@ from typing import Any
 import pytest
 import torch
 from conftest import RELEASES
-from sglang_objects import SWA_LAYERS, churn, config_for, pool_and_allocator, version_tuple
+from sglang_objects import DEFAULT, SWA_LAYERS, churn, pool_and_allocator, version_tuple
 from sglang_shim import Release
 
 from swacheck.config import Config
-from swacheck.runtime import SWA_LOC_DTYPE, Sanitizer
+from swacheck.runtime import SWA_LOC_DTYPE, SWA_LOC_MISTRANSLATED, Sanitizer
 
 
 @pytest.mark.parametrize("level", ["fast", "full"])
 @pytest.mark.parametrize("sglang", RELEASES, indirect=True)
 def test_churn_on_pool_and_allocator_is_clean(sglang: Release, level: str, figures: Any) -> None:
     pool, allocator = pool_and_allocator(sglang)
-    with Sanitizer(level=level, action="raise", config=config_for(sglang.version)) as san:
+    with Sanitizer(level=level, action="raise", config=DEFAULT) as san:
         assert san.watch(pool).value == "pool"
         assert san.watch(allocator).value == "allocator"
         writes = churn(sglang, pool, allocator)
@@ -29,8 +29,10 @@ def test_churn_on_pool_and_allocator_is_clean(sglang: Release, level: str, figur
     assert report.ok, report.to_text()
     assert report.watched == {"pool": 1, "allocator": 1}
     assert report.cache_models == {"SWAKVPool": "no cache"}
-    # Every SWA layer's write reached the SWA sub-pool, where its location was checked.
+    # Every SWA layer's write reached the SWA sub-pool, where its location was checked,
+    # and its SWA location was compared with the translation of its full one (I9).
     assert report.checks[SWA_LOC_DTYPE] >= writes * len(SWA_LAYERS) // 4
+    assert report.checks[SWA_LOC_MISTRANSLATED] > 0
     assert "uninvalidated-mapping-write" not in report.checks
 
 
@@ -38,12 +40,13 @@ def test_churn_on_pool_and_allocator_is_clean(sglang: Release, level: str, figur
 def test_int64_swa_locations_reach_the_subpool_on_the_newest_line(sglang: Release) -> None:
     """From 0.5.13 on the attention backend translates once per forward to int64 and the
     SWA sub-pool's write consumes it as such: under the int32 contract (the default, as
-    DESIGN's I3 states it) every such location is reported where the pool is handed it,
-    in the ``KVWriteLoc`` holder (each tensor once), which is what the release-line
-    setting ``runtime-swa-loc-dtypes`` is for."""
+    the seed era's I3) every such location is reported where the pool is handed it, in
+    the ``KVWriteLoc`` holder (each tensor once); the default, ``auto``, takes the
+    release's own convention (the translation's int64) and reports nothing."""
     assert version_tuple(sglang.version) >= (0, 5, 13)
     pool, allocator = pool_and_allocator(sglang)
-    with Sanitizer(level="fast", action="log", config=Config()) as san:
+    int32 = Config(runtime_swa_loc_dtypes="int32")
+    with Sanitizer(level="fast", action="log", config=int32) as san:
         san.watch(pool)
         san.watch(allocator)
         churn(sglang, pool, allocator, steps=4)
@@ -60,7 +63,7 @@ def test_pool_declared_by_the_plugin_syntax_and_allocator_recognised(sglang: Rel
     from swacheck.runtime.roles import detect_role, held_pool
 
     pool, allocator = pool_and_allocator(sglang)
-    config = config_for(sglang.version)
+    config = DEFAULT
     assert held_pool(allocator, config) is pool
     assert detect_role(allocator, config).value == "allocator"
     assert detect_role(pool, config).value == "pool"

@@ -126,7 +126,7 @@ def test_recipe_on_the_newest_release_reports_nothing(project: pytest.Pytester) 
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
-            "*swa-sanitizer (fast): 1 tests sanitized, * checks, 0 violations",
+            "*swa-sanitizer (fast): 1 test sanitized, * checks, 0 violations",
             "*swa-sanitizer: watched 1 allocator, 1 pool",
         ]
     )
