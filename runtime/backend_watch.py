@@ -50,6 +50,8 @@ REPLAY_WORDS = ("replay", "out_graph")
 SENTINEL_SLOT = 0
 # ``fast``: replays per staging of the padded rows, on average (as ``graph_watch``).
 PADDING_SAMPLE_EVERY = 8
+# Padded shapes remembered as seen (their first replay is always checked), at most.
+MAX_SHAPES = 256
 # Words of a buffer name that make it SWA-side, a page table, or not a location at all.
 _SWA_SIDE = frozenset(("swa", "window"))
 _TABLE = frozenset(("table", "indices", "index"))
@@ -91,6 +93,7 @@ class BackendWatch:
         self._full_tables = AttributeScan(backend, _full_page_table, into_dicts=True)
         self._slots: dict[str, tuple[DeviceFlags, int]] = {}
         self.padding_sampler = Sampler(PADDING_SAMPLE_EVERY)
+        self._shapes: set[object] = set()
         self._learn_page_table_dtype()
 
     def _learn_page_table_dtype(self) -> None:
@@ -134,7 +137,11 @@ class BackendWatch:
             )
         tokens, requests = self._rows(args, kwargs, batch)
         full = getattr(batch, "out_cache_loc", None) if batch is not None else None
-        sample = checks.full or self.padding_sampler.due()
+        # ``fast``: the first replay of each padded shape, then one in PADDING_SAMPLE_EVERY.
+        shape = (tokens, requests)
+        sample = checks.full or shape not in self._shapes or self.padding_sampler.due()
+        if len(self._shapes) < MAX_SHAPES:
+            self._shapes.add(shape)
         for label, name, t in found:
             is_write = checks.names.is_swa(name) and role_of_name(name) == WRITE
             if is_write and t.dim() == 1 and tokens is not None:
@@ -210,7 +217,7 @@ class BackendWatch:
         flags.accumulate(segment, raw, padded, rows)
 
     def bookkeeping(self) -> dict[str, int]:
-        return {"flag_slot_handles": len(self._slots)}
+        return {"flag_slot_handles": len(self._slots), "backend_shapes": len(self._shapes)}
 
 
 def _full_page_table(name: str, t: torch.Tensor) -> bool:

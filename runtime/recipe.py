@@ -187,3 +187,31 @@ def expand(specs: Iterable[str], path: str | os.PathLike[str] | None = None) -> 
         elif spec not in out:
             out.append(spec)
     return out
+
+
+def main(argv: list[str]) -> int:
+    """``swacheck sanitize-recipe [--sglang PATH]``: print the pytest configuration block
+    for the installed SGLang (or the tree at PATH); exit 2 when there is none."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(
+        prog="swacheck sanitize-recipe",
+        description="print the swa_sanitize_classes block for the installed SGLang, read "
+        "off its module layout (paste it into SGLang's pytest configuration)",
+    )
+    parser.add_argument(
+        "--sglang",
+        metavar="PATH",
+        help="an SGLang source tree (the package folder, or a checkout holding python/sglang) "
+        "instead of the installed one",
+    )
+    args = parser.parse_args(argv)
+    try:
+        root = sglang_root(args.sglang)
+    except NoSGLang as exc:
+        print(f"swacheck: {exc}", file=sys.stderr)
+        return 2
+    print(f"# swa_sanitize_classes for the SGLang at {root}", file=sys.stderr)
+    sys.stdout.write(recipe_toml(root))
+    return 0

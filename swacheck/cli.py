@@ -132,6 +132,11 @@ def _build_parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "demo", help="serve a mixed batch through the reference model", add_help=False
     )
+    commands.add_parser(
+        "sanitize-recipe",
+        help="print the sanitizer's pytest configuration for the installed SGLang",
+        add_help=False,
+    )
     return parser
 
 
@@ -404,6 +409,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["demo"]:
         return _demo(argv[1:])
+    if argv[:1] == ["sanitize-recipe"]:
+        from swacheck.runtime.recipe import main as recipe_main  # imports torch: not before
+
+        return recipe_main(argv[1:])
     args = _build_parser().parse_args(argv)
     try:
         if args.command == "audit":
