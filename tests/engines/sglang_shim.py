@@ -117,7 +117,7 @@ class Struct:
         names: list[str] = []
         for klass in reversed(type(self).__mro__):
             names += [n for n in getattr(klass, "__annotations__", {}) if n not in names]
-        for name, value in zip(names, args):
+        for name, value in zip(names, args, strict=False):
             object.__setattr__(self, name, value)
         for name in names[len(args) :]:
             value = kwargs[name] if name in kwargs else getattr(type(self), name)
