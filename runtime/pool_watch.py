@@ -30,6 +30,7 @@ import torch
 
 from . import violations as V
 from .attribute_cache import AttributeCacheWatch
+from .branches import may_run
 from .bytecode import class_functions, self_access, source_line
 from .checks import Checks
 from .consumers import install_subpool_writes, pool_write_check
@@ -548,11 +549,11 @@ class PoolWatch:
             name = getattr(method, "__qualname__", getattr(method, "__name__", "?"))
             during = f"during {name}()"
             writes = mapping_writes(method, self.mapping_attr)
-            if writes:
+            if len(writes) == 1:
                 site = writes[0]
-                during += f", which writes it at {writes[0]}" + (
-                    f" (and {len(writes) - 1} more)" if len(writes) > 1 else ""
-                )
+                during += f", which writes it at {site}"
+            elif writes:  # alternatives no flag decides: the caller is the place
+                during += f", which writes it at one of {len(writes)} lines: " + "; ".join(writes)
         self.checks.record(
             V.UNINVALIDATED_MAPPING_WRITE,
             f"{self.label}.{self.mapping_attr} changed ({reason}) {during}, while the "
@@ -616,9 +617,11 @@ def _head_of(entry: CacheEntry) -> tuple[int, ...]:
 
 def mapping_writes(method: Callable[..., Any], mapping_attr: str) -> list[str]:
     """Where ``method`` (a bound method) and the methods of its object it calls, to
-    ``WRITE_SEARCH_DEPTH``, write an attribute named ``mapping_attr`` (their own or another
-    object's): ``path:line in function: `text```, read from their bytecode (worked out only
-    for a violation)."""
+    ``WRITE_SEARCH_DEPTH``, can write an attribute named ``mapping_attr`` (their own or
+    another object's) in this process: ``path:line in function: `text```, read from their
+    bytecode, less the lines and the calls of helpers that a module flag rules out
+    (``branches.may_run``: the NPU branch on a CUDA machine). Worked out only for a
+    violation."""
     owner = getattr(method, "__self__", None)
     functions = dict(class_functions(type(owner))) if owner is not None else {}
     found: list[str] = []
@@ -631,7 +634,16 @@ def mapping_writes(method: Callable[..., Any], mapping_attr: str) -> list[str]:
             continue
         seen.add(function)
         access = self_access(function)
-        found += [source_line(function, line) for line in access.any_writes.get(mapping_attr, ())]
+        found += [
+            source_line(function, line)
+            for line in access.any_writes.get(mapping_attr, ())
+            if may_run(function, line)
+        ]
         if depth < WRITE_SEARCH_DEPTH:
-            pending += [(functions[n], depth + 1) for n in sorted(access.loads) if n in functions]
+            pending += [
+                (functions[name], depth + 1)
+                for name in sorted(access.loads)
+                if name in functions
+                and any(may_run(function, line) for line in access.load_lines.get(name, ()))
+            ]
     return found
