@@ -1,9 +1,12 @@
-"""The SWA buffers an attention backend fills for a graph replay, on SGLang 0.5.23's real
-``TritonAttnBackend`` (issue 25 §2): its ``init_forward_metadata_out_graph`` runs
-unmodified on the CPU (its Triton kernels under the interpreter) over the release's real
-pool, allocator and ``KVIndexTranslator``, built without the backend's ``__init__`` (it
-reads a model runner and server contexts; the attributes the replay path reads are set
-as ``__init__`` would, and ``init_cuda_graph_state`` allocates the buffers itself).
+"""The SWA buffers an attention backend fills for a graph replay, on SGLang's real
+``TritonAttnBackend`` of every release that translates in the backends (issue 25 §2):
+0.5.13 and 0.5.14 (the pool translates: ``token_to_kv_pool.translate_loc_from_full_to_swa``)
+and 0.5.23 (a ``KVIndexTranslator`` plans the batch's ids). Its
+``init_forward_metadata_out_graph`` runs unmodified on the CPU (its Triton kernels under
+the interpreter) over the release's real pool and allocator, built without the backend's
+``__init__`` (it reads a model runner and server contexts; the attributes the replay path
+reads are set as ``__init__`` would, and ``init_cuda_graph_state`` allocates the buffers
+itself).
 
 Unmodified, replays of 4, 3 and 2 requests in the bucket of 4 are clean. Re-injected into
 a scratch copy of the release's own module, loaded at test time: the padded tail of the
@@ -22,7 +25,7 @@ from typing import Any
 
 import pytest
 import torch
-from sglang_objects import SWA_LAYERS, pool_and_allocator, write_kv
+from sglang_objects import SWA_LAYERS, pool_and_allocator, version_tuple, write_kv
 from sglang_shim import Release
 
 from swacheck.runtime import PADDING_NOT_ZEROED, SWA_LOC_DTYPE, SWA_LOC_MISTRANSLATED, Sanitizer
@@ -31,25 +34,43 @@ MODULE = "sglang.srt.layers.attention.triton_backend"
 MAX_BS, CONTEXT, WINDOW = 4, 16, 4
 LEVELS = ["fast", "full"]
 
-# Re-injected bugs: (what the release's module says, what the scratch copy says instead).
-UNRESET_TAIL = ("        self.cuda_graph_swa_out_cache_loc[n:].zero_()\n", "")
-UNTRANSLATED = (
-    "            self.cuda_graph_swa_out_cache_loc[:n].copy_(\n"
-    "                self.kv_index_translator.write_ids(\n"
-    "                    forward_batch, IdSpaceKind.SLIDING_WINDOW\n"
-    "                )\n"
-    "            )\n",
-    "            self.cuda_graph_swa_out_cache_loc[:n].copy_(out_cache_loc)\n",
-)
+RELEASES = ["0.5.13", "0.5.14", "0.5.23"]
+
+# Re-injected bugs: (what the release's module says, what the scratch copy says instead),
+# per release where the text differs.
+UNRESET_TAIL = {"*": ("        self.cuda_graph_swa_out_cache_loc[n:].zero_()\n", "")}
+UNTRANSLATED = {
+    "0.5.23": (
+        "            self.cuda_graph_swa_out_cache_loc[:n].copy_(\n"
+        "                self.kv_index_translator.write_ids(\n"
+        "                    forward_batch, IdSpaceKind.SLIDING_WINDOW\n"
+        "                )\n"
+        "            )\n",
+        "            self.cuda_graph_swa_out_cache_loc[:n].copy_(out_cache_loc)\n",
+    ),
+    "*": (
+        "        self.cuda_graph_swa_out_cache_loc[:n].copy_(\n"
+        "            self.token_to_kv_pool.translate_loc_from_full_to_swa(out_cache_loc)\n"
+        "        )\n",
+        "        self.cuda_graph_swa_out_cache_loc[:n].copy_(out_cache_loc)\n",
+    ),
+}
 
 
-def scratch_module(tmp_path: Path, bug: tuple[str, str] | None) -> types.ModuleType:
-    """The release's backend module, or a copy of it with ``bug`` written in, loaded from
-    ``tmp_path`` (so its frames name the scratch file)."""
+def translator_era(release: Release) -> bool:
+    """0.5.21+: the backend asks a ``KVIndexTranslator``; before, the pool translates."""
+    return version_tuple(release.version) >= (0, 5, 21)
+
+
+def scratch_module(
+    release: Release, tmp_path: Path, bug: dict[str, tuple[str, str]] | None
+) -> types.ModuleType:
+    """The release's backend module, or a copy of it with ``bug`` (for this release)
+    written in, loaded from ``tmp_path`` (so its frames name the scratch file)."""
     module = importlib.import_module(MODULE)
     if bug is None:
         return module
-    original, replaced = bug
+    original, replaced = bug.get(release.version, bug["*"])
     source = Path(module.__file__).read_text(encoding="utf-8")
     assert source.count(original) == 1, "the release's code is not as expected"
     path = tmp_path / "triton_backend.py"
@@ -67,22 +88,25 @@ def backend_and_pool(
 ) -> tuple[Any, Any, Any]:
     """A real ``TritonAttnBackend`` of ``module`` with its graph buffers, watched by
     ``san``, over the release's pool and allocator (watched first: SGLang builds the
-    translator from the pool's methods after the pool exists) and its
-    ``KVIndexTranslator``; returns the backend, allocator and translator."""
-    (translator_cls,) = release.load(
-        "sglang.srt.mem_cache.kv_index_translator", "KVIndexTranslator"
-    )
+    translator from the pool's methods after the pool exists) and, from 0.5.21, its
+    ``KVIndexTranslator``; returns the backend, allocator and translator (``None``
+    before 0.5.21)."""
     pool, allocator = pool_and_allocator(release)
     san.watch(pool)
     san.watch(allocator)
     req_to_token = torch.zeros(MAX_BS + 1, CONTEXT, dtype=torch.int32)
-    translator = translator_cls(
-        req_to_token=req_to_token,
-        token_to_kv_pool_allocator=allocator,
-        token_to_kv_pool=pool,
-        page_size=1,
-        device="cpu",
-    )
+    translator = None
+    if translator_era(release):
+        (translator_cls,) = release.load(
+            "sglang.srt.mem_cache.kv_index_translator", "KVIndexTranslator"
+        )
+        translator = translator_cls(
+            req_to_token=req_to_token,
+            token_to_kv_pool_allocator=allocator,
+            token_to_kv_pool=pool,
+            page_size=1,
+            device="cpu",
+        )
     backend = object.__new__(module.TritonAttnBackend)
     backend.__dict__.update(
         dllm_attention=None,
@@ -130,7 +154,7 @@ def replays(release: Release, backend: Any, allocator: Any, translator: Any) -> 
     prefill = allocator.alloc(29)
     write_kv(release, backend.token_to_kv_pool, SWA_LAYERS[0], prefill)
     allocator.free_swa(prefill)
-    req_to_token = translator.req_to_token
+    req_to_token = backend.req_to_token
     for raw in (4, 3, 2):
         locs = allocator.alloc(raw)
         rows = torch.arange(1, raw + 1)
@@ -140,12 +164,14 @@ def replays(release: Release, backend: Any, allocator: Any, translator: Any) -> 
         req_pool_indices[:raw] = rows
         seq_lens = torch.ones(MAX_BS, dtype=torch.int32)
         seq_lens[:raw] = 3
-        plan = translator.plan(
-            req_pool_indices=req_pool_indices,
-            seq_lens=seq_lens,
-            seq_lens_cpu=seq_lens,
-            write_virtual=locs,
-        )
+        plan = None
+        if translator is not None:
+            plan = translator.plan(
+                req_pool_indices=req_pool_indices,
+                seq_lens=seq_lens,
+                seq_lens_cpu=seq_lens,
+                write_virtual=locs,
+            )
         view = SimpleNamespace(
             batch_size=MAX_BS,
             forward_mode=mode.DECODE,
@@ -165,7 +191,7 @@ def replays(release: Release, backend: Any, allocator: Any, translator: Any) -> 
 
 
 def sanitized_replays(release: Release, tmp_path: Path, level: str, bug: Any) -> Any:
-    module = scratch_module(tmp_path, bug)
+    module = scratch_module(release, tmp_path, bug)
     with Sanitizer(level=level, action="log") as san:
         backend, allocator, translator = backend_and_pool(release, module, san)
         replays(release, backend, allocator, translator)
@@ -173,7 +199,7 @@ def sanitized_replays(release: Release, tmp_path: Path, level: str, bug: Any) ->
 
 
 @pytest.mark.parametrize("level", LEVELS)
-@pytest.mark.parametrize("sglang", ["0.5.23"], indirect=True)
+@pytest.mark.parametrize("sglang", RELEASES, indirect=True)
 def test_unmodified_backend_is_clean(
     sglang: Release, level: str, tmp_path: Path, figures: Any
 ) -> None:
@@ -186,7 +212,7 @@ def test_unmodified_backend_is_clean(
 
 
 @pytest.mark.parametrize("level", LEVELS)
-@pytest.mark.parametrize("sglang", ["0.5.23"], indirect=True)
+@pytest.mark.parametrize("sglang", RELEASES, indirect=True)
 def test_padding_bug_reinjected_into_the_backend(
     sglang: Release, level: str, tmp_path: Path, figures: Any
 ) -> None:
@@ -201,7 +227,7 @@ def test_padding_bug_reinjected_into_the_backend(
 
 
 @pytest.mark.parametrize("level", LEVELS)
-@pytest.mark.parametrize("sglang", ["0.5.23"], indirect=True)
+@pytest.mark.parametrize("sglang", RELEASES, indirect=True)
 def test_untranslated_write_locations_reinjected_into_the_backend(
     sglang: Release, level: str, tmp_path: Path
 ) -> None:
