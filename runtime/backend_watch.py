@@ -195,9 +195,12 @@ class BackendWatch:
         ``full``, through the device flags in ``fast``."""
         checks = self.checks
         checks.padding_checks += 1
+        basis = buffer if buffer.dim() == 1 else buffer[:, 0]  # one element per row
         if checks.full:
             where = rows.ne(SENTINEL_SLOT).nonzero().reshape(-1)[: V.MAX_VALUES]
             if where.numel():
+                start = max(padded - V.MAX_PICTURE_ROWS, 0)
+                actual = basis[start:padded].tolist()
                 checks.record(
                     V.PADDING_NOT_ZEROED,
                     f"{self.label}.{label}: padded rows [{raw}:{padded}] hold non-sentinel "
@@ -205,9 +208,18 @@ class BackendWatch:
                     f"metadata; the replay's padded tokens use them",
                     values=rows[where].tolist(),
                     site=site,
+                    picture=V.Picture(
+                        f"{self.label}.{label}",
+                        first_row=start,
+                        raw=raw,
+                        expected=tuple(
+                            SENTINEL_SLOT if start + i >= raw else V.UNKNOWN
+                            for i in range(len(actual))
+                        ),
+                        actual=tuple(actual),
+                    ),
                 )
             return
-        basis = buffer if buffer.dim() == 1 else buffer[:, 0]  # one element per row
         slot = self._slots.get(label)
         if slot is None or slot[0].device != buffer.device or segment_size(slot) < padded:
             slot = self._slots[label] = checks.flags.slot(

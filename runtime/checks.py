@@ -182,6 +182,7 @@ class Checks:
         site: str | None = None,
         deferred: bool = False,
         rows: Sequence[V.Row] = (),
+        picture: V.Picture | None = None,
     ) -> None:
         """A check failed: count it, keep it, then log or raise per the action. ``deferred``
         violations (found at report time) are never raised there."""
@@ -191,6 +192,7 @@ class Checks:
             site or V.call_site(),
             tuple(values)[: V.MAX_VALUES],
             rows=tuple(rows)[: V.MAX_VALUES],
+            picture=picture,
         )
         self.counts[kind] += 1
         seen = self.counts[kind]
@@ -275,6 +277,7 @@ class Checks:
             site=finding.site,
             deferred=deferred,
             rows=finding.first,
+            picture=finding.picture,
         )
 
     def check_translation(
@@ -472,15 +475,21 @@ class Checks:
             self.replay_rows = None
 
     def _finish_kv_check(self, kv_check: KVWriteCheck) -> None:
-        for label, extra in kv_check.finish():
+        for label, extra, allowed in kv_check.finish():
             self.kv_checks += 1
             if extra:
+                slots = allowed.nonzero().reshape(-1)[: V.MAX_PICTURE_ROWS].tolist()
                 self.record(
                     V.SWA_KV_CORRUPTION,
                     f"{label}: the forward wrote SWA KV slots {extra[: V.MAX_VALUES]} "
                     f"({len(extra)} in all) outside the batch's real slots and the sentinel "
                     f"{KVWriteCheck.SENTINEL_SLOT}; live requests' KV was overwritten",
                     values=extra,
+                    picture=V.Picture(
+                        label,
+                        allowed=tuple(slots),
+                        written=tuple(extra[: V.MAX_PICTURE_ROWS]),
+                    ),
                 )
 
     def record_flags(self, found: list[FlagSource], deferred: bool) -> None:

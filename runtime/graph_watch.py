@@ -452,15 +452,43 @@ class GraphRunnerWatch:
                 tail = buffer.reshape(-1)[raw:padded]
             where = tail.ne(SENTINEL_SLOT).nonzero().reshape(-1)[: V.MAX_VALUES]
             if where.numel():
+                name = f"{type(owner).__qualname__}.{label}"
                 self.checks.record(
                     V.PADDING_NOT_ZEROED,
-                    f"{type(owner).__qualname__}.{label}: padded tail [{raw}:{padded}] holds "
+                    f"{name}: padded tail [{raw}:{padded}] holds "
                     f"non-sentinel slots at positions {[raw + i for i in where.tolist()]} "
                     f"after the populate defined at {self._populate_sites[id(owner)]}, called "
                     f"from {V.call_site()}; padded tokens write their KV there",
                     values=tail[where].tolist(),
                     site=self._populate_sites[id(owner)],
+                    picture=self._tail_picture(name, buffer, raw, padded),
                 )
+
+    def _tail_picture(self, name: str, buffer: torch.Tensor, raw: int, padded: int) -> V.Picture:
+        """A populated buffer's last rows up to ``padded``, for a report: the SWA buffer
+        beside the full one it translates (each live row's expected translation), any
+        other location buffer with its padded rows' sentinel only (read for a violation)."""
+        start = max(padded - V.MAX_PICTURE_ROWS, 0)
+        actual = buffer.reshape(-1)[start:padded].tolist()
+        padding = [SENTINEL_SLOT if start + i >= raw else V.UNKNOWN for i in range(len(actual))]
+        full = [V.UNKNOWN] * len(actual)
+        expected = padding
+        paired = next((f for _, f, swa in self._pairs if swa is buffer), None)
+        mapping = self.checks.mapping_for(self.runner) if paired is not None else None
+        if paired is not None and mapping is not None and paired.numel() >= padded:
+            full = paired.reshape(-1)[start:padded].tolist()
+            translated = mapping[paired.reshape(-1)[start:padded].long()].tolist()
+            expected = [
+                t if p == V.UNKNOWN else p for t, p in zip(translated, padding, strict=True)
+            ]
+        return V.Picture(
+            name,
+            first_row=start,
+            raw=raw,
+            full=tuple(full),
+            expected=tuple(expected),
+            actual=tuple(actual),
+        )
 
     def _plan(
         self, owner: object, found: list[tuple[str, str, torch.Tensor]], raw: int, padded: int

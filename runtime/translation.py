@@ -73,6 +73,31 @@ class Finding:
     live_wrong: int
     padded_wrong: int
     first: tuple[V.Row, ...]
+    picture: V.Picture | None = None
+
+
+def picture(
+    label: str,
+    full: list[int],
+    expected: list[int],
+    actual: list[int],
+    first_row: int,
+    raw: int | None,
+    first_wrong: int,
+) -> V.Picture:
+    """The rows of a write a report draws: all of them, or ``MAX_PICTURE_ROWS`` from a
+    little before the first wrong one (``first_wrong``, an index into the lists)."""
+    n, keep = len(actual), V.MAX_PICTURE_ROWS
+    start = 0 if n <= keep else min(max(first_wrong - keep // 4, 0), n - keep)
+    end = start + min(n, keep)
+    return V.Picture(
+        label,
+        first_row=first_row + start,
+        raw=raw,
+        full=tuple(full[start:end]),
+        expected=tuple(expected[start:end]),
+        actual=tuple(actual[start:end]),
+    )
 
 
 def expected_translation(
@@ -107,6 +132,7 @@ def compare(
         len(rows) - padded,
         padded,
         tuple((first_row + i, full[i], expected[i], actual[i]) for i in wrong[: V.MAX_VALUES]),
+        picture(label, full, expected, actual, first_row, raw, wrong[0]),
     )
 
 
@@ -284,8 +310,20 @@ class TranslationCheck:
             )
         )
         padded = 0 if raw is None else int((wrong >= raw).sum())
+        first_wrong = int(head[0])
+        start = max(first_wrong - V.MAX_PICTURE_ROWS // 4, 0)
+        window = slice(start, start + V.MAX_PICTURE_ROWS)
+        drawn = picture(
+            label,
+            full[window].tolist(),
+            expected[window].tolist(),
+            swa[window].tolist(),
+            start,
+            raw,
+            first_wrong - start,
+        )
         finding = Finding(
-            label, site or V.call_site(), full.numel(), wrong.numel() - padded, padded, rows
+            label, site or V.call_site(), full.numel(), wrong.numel() - padded, padded, rows, drawn
         )
         self.record(finding, False)
 

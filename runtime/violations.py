@@ -89,13 +89,61 @@ def plural(n: int, word: str) -> str:
 # location, actual SWA location).
 Row = tuple[int, int, int, int]
 
+# Rows (or slots) a picture keeps: enough to see the shape of a batch, small enough to keep.
+MAX_PICTURE_ROWS = 64
+# In a picture, a value that was not read or is not known.
+UNKNOWN = -1
+
+
+@dataclass(frozen=True)
+class Picture:
+    """What a failure report can draw of the write or buffer a violation is about.
+
+    Rows (a KV write's or a location buffer's, from ``first_row`` on, at most
+    ``MAX_PICTURE_ROWS``): per row the full location, the SWA location expected there and
+    the one found (``UNKNOWN`` where not read); rows from ``raw`` on are padding. Slots (the
+    consequence check): the SWA slots the forward was allowed to write (the batch's real
+    slots and the sentinel) and those it wrote outside them."""
+
+    label: str
+    first_row: int = 0
+    raw: int | None = None
+    full: tuple[int, ...] = ()
+    expected: tuple[int, ...] = ()
+    actual: tuple[int, ...] = ()
+    allowed: tuple[int, ...] = ()
+    written: tuple[int, ...] = ()
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "label": self.label,
+            "first_row": self.first_row,
+            "raw": self.raw,
+            "full": list(self.full),
+            "expected": list(self.expected),
+            "actual": list(self.actual),
+            "allowed": list(self.allowed),
+            "written": list(self.written),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Picture:
+        sequences = ("full", "expected", "actual", "allowed", "written")
+        return cls(
+            label=data["label"],
+            first_row=data["first_row"],
+            raw=data["raw"],
+            **{key: tuple(data[key]) for key in sequences},
+        )
+
 
 @dataclass(frozen=True)
 class Violation:
     """What one check concluded when it failed: the kind, where, and the evidence; in a
     distributed run also which rank saw it (a tensor-parallel rank has its own pools).
     ``rows``: for a mistranslation, the first wrong rows as (row, full location, expected
-    SWA location, actual)."""
+    SWA location, actual); ``picture``: the batch as a report draws it, where the check
+    read it."""
 
     kind: str
     message: str
@@ -104,6 +152,7 @@ class Violation:
     details: dict[str, object] = field(default_factory=dict)
     rank: int | None = field(default_factory=current_rank)
     rows: tuple[Row, ...] = ()
+    picture: Picture | None = None
 
     @property
     def invariant(self) -> str:
@@ -141,6 +190,7 @@ class Violation:
             "rows": [list(row) for row in self.rows],
             "details": {k: str(v) for k, v in self.details.items()},
             "rank": self.rank,
+            "picture": None if self.picture is None else self.picture.to_dict(),
         }
 
     @classmethod
@@ -155,6 +205,7 @@ class Violation:
             details=dict(data["details"]),
             rank=data["rank"],
             rows=tuple(tuple(row) for row in data.get("rows", ())),  # type: ignore[misc]
+            picture=Picture.from_dict(data["picture"]) if data.get("picture") else None,
         )
 
 
