@@ -5,11 +5,28 @@ Without CUDA (or with ``use_cuda_graph=False``) ``capture`` still runs the
 warm-ups, and ``replay`` runs the very ``run_once`` it would have captured,
 eagerly, over the same static buffers: the padding logic is the same code on
 CPU and GPU.
+
+A capture must not depend on what ran before it in the process, so ``capture``
+follows SGLang's practice (``freeze_gc`` around ``CudaGraphRunner.capture``):
+
+- Python's cyclic garbage is collected before capture and everything alive then is
+  frozen until the capture ends (``gc_collected_and_frozen``). Old cyclic garbage (an
+  earlier runner: its tensors, its captured graphs and their memory pools) collected
+  *inside* a capture releases device memory and destroys graphs while the stream
+  captures, which invalidates the capture ("operation failed due to a previous error
+  during capture"); when that collection came depended on how many objects the process
+  had allocated (a cold Triton cache compiles, and allocates, far more).
+- The warm-ups run on the stream that captures (``capture_stream``), so every lazily
+  initialised per-stream resource (the cuBLAS handle and workspace of that stream,
+  Triton's compiled kernels and loaded modules, the allocator's blocks) exists before
+  capture begins, and nothing is first touched inside it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import gc
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Protocol
 
@@ -89,6 +106,18 @@ class DecodeInputBuffers:
                 dst[:raw_bs].copy_(src[:raw_bs])
 
 
+@contextlib.contextmanager
+def gc_collected_and_frozen() -> Iterator[None]:
+    """Collect the cyclic garbage, then freeze everything alive until the block ends: a
+    collection inside it frees nothing that existed before (SGLang's ``freeze_gc``)."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 class CudaGraphRunner:
     def __init__(
         self,
@@ -110,6 +139,8 @@ class CudaGraphRunner:
         self.output_buffers: dict[int, Tensor] = {}
         self.capture_batches: dict[int, ForwardBatch] = {}  # static views, one per bucket
         self.graph_memory_pool = None
+        # Warm-ups and captures run here (see the module docstring).
+        self.capture_stream = torch.cuda.Stream() if use_cuda_graph else None
 
     def can_run(self, forward_batch: ForwardBatch) -> bool:
         return (
@@ -122,9 +153,18 @@ class CudaGraphRunner:
         return next(bs for bs in self.capture_bs if bs >= raw_bs)
 
     def capture(self) -> None:
-        """Capture every bucket, largest first (so smaller graphs can share its memory pool)."""
-        for bs in reversed(self.capture_bs):
-            self.capture_one_batch_size(bs)
+        """Capture every bucket, largest first (so smaller graphs can share its memory pool),
+        with the garbage collected and the survivors frozen (see the module docstring)."""
+        if not self.use_cuda_graph:
+            for bs in reversed(self.capture_bs):
+                self.capture_one_batch_size(bs)
+            return
+        assert self.capture_stream is not None
+        self.capture_stream.wait_stream(torch.cuda.current_stream())
+        with gc_collected_and_frozen():
+            for bs in reversed(self.capture_bs):
+                self.capture_one_batch_size(bs)
+        torch.cuda.current_stream().wait_stream(self.capture_stream)
 
     def capture_one_batch_size(self, bs: int) -> None:
         mr = self.model_runner
@@ -144,12 +184,18 @@ class CudaGraphRunner:
             out_cache_loc_swa=None if buf.out_cache_loc_swa is None else buf.out_cache_loc_swa[:bs],
             attn_metadata=metadata,
         )
-        for _ in range(2):  # warm-up (also compiles the Triton kernels)
-            self.run_once(bs)
+        stream = (
+            torch.cuda.stream(self.capture_stream)
+            if self.capture_stream is not None
+            else contextlib.nullcontext()
+        )
+        with stream:
+            for _ in range(2):  # warm-up (also compiles the Triton kernels)
+                self.run_once(bs)
         if self.use_cuda_graph:
             torch.cuda.synchronize()
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, pool=self.graph_memory_pool):
+            with torch.cuda.graph(graph, pool=self.graph_memory_pool, stream=self.capture_stream):
                 out = self.run_once(bs)
             self.graph_memory_pool = graph.pool()
             self.graphs[bs] = graph

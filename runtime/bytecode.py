@@ -4,7 +4,8 @@ The sanitizer decides some things about a class before any call is made: whether
 translate method memoises (it assigns to ``self``), which attributes cache a
 translation (a method assigns one while calling translate), which methods read such an
 attribute, and, when a mapping write was not followed by an invalidation, on which
-lines the methods involved write the mapping. The source may be missing or differ from
+lines the methods involved write the mapping (``branches`` keeps those that can run).
+The source may be missing or differ from
 what runs; the code object is what runs. Only ``self.NAME`` accesses count (the first
 parameter's attributes), so a local of the same name is never taken for one.
 
@@ -43,6 +44,8 @@ class SelfAccess:
     writes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     # The same for an attribute of any object (``self.pool.a[i] = x``).
     any_writes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # attribute of ``self`` -> lines where it is loaded (``self.helper(...)`` calls it there).
+    load_lines: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
 
 def _code(fn: Any) -> CodeType | None:
@@ -62,7 +65,7 @@ def _access(code: CodeType) -> SelfAccess:
     if code.co_argcount == 0:
         return SelfAccess()
     self_name = code.co_varnames[0]
-    loads: set[str] = set()
+    loads: dict[str, set[int]] = {}
     stores: set[str] = set()
     writes: dict[str, set[int]] = {}
     any_writes: dict[str, set[int]] = {}
@@ -83,7 +86,7 @@ def _access(code: CodeType) -> SelfAccess:
         if ins.opname in _LOADS and name is not None:
             any_by_line.setdefault(line, set()).add(name)
             if after_self:
-                loads.add(name)
+                loads.setdefault(name, set()).add(line)
                 by_line.setdefault(line, set()).add(name)
             elif name.endswith("_") and not name.endswith("__"):
                 mutating.add(line)
@@ -105,6 +108,7 @@ def _access(code: CodeType) -> SelfAccess:
         frozenset(stores),
         {name: tuple(sorted(lines)) for name, lines in writes.items()},
         {name: tuple(sorted(lines)) for name, lines in any_writes.items()},
+        {name: tuple(sorted(lines)) for name, lines in loads.items()},
     )
 
 

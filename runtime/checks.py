@@ -25,10 +25,13 @@ from swacheck.config import Config
 
 from . import violations as V
 from .consequence import KVWriteCheck, SnapshotPool
-from .deferred import DeferredFlags, FlagSource, is_capturing
+from .deferred import POLL_EVERY, DeferredFlags, FlagSource, is_capturing
+from .dtype_roles import PAGE_TABLE, WRITE, DtypeContract, contract_spec, role_of_name
 from .locations import LocationNames, Span, batch_argument, span
 from .model import Scope, ScopeKind
 from .sampling import Sampler
+from .translation import SENTINEL_SLOT, Finding, TranslationCheck
+from .violations import plural
 from .wrapping import Patcher
 
 # Left out of a violation's pytest traceback (``violations.hide_from_traceback``).
@@ -43,6 +46,10 @@ MAX_KEPT = 20
 MAX_LOGGED = 10
 # ``fast``: forwards between two samples of the type contracts, on average (contracts.py).
 SAMPLE_EVERY = 64
+
+# Static buffers kept waiting for an auto dtype convention, at most.
+MAX_PENDING = 64
+ROLE_TEXT = {WRITE: "an SWA write index", PAGE_TABLE: "an SWA page table"}
 
 logger = logging.getLogger("swacheck.runtime")
 
@@ -88,11 +95,13 @@ class Checks:
         self.action = action
         self.config = config
         self.full = level == "full"
-        # The dtypes SWA locations may have where they are consumed (I3).
-        self.swa_dtypes: frozenset[torch.dtype] = frozenset(
-            getattr(torch, name)
-            for name in config.runtime_swa_loc_dtypes or (config.swa_loc_dtype,)
-        )
+        # The dtypes SWA locations may have where they are consumed, by role (I3); the
+        # write role's as a plain attribute for the hot paths (``None``: not known yet).
+        self.dtypes = DtypeContract(contract_spec(config), self._dtype_learned)
+        self.write_dtypes = self.dtypes.allowed(WRITE)
+        # Static buffers found while their role's auto convention was still unknown:
+        # judged once it is known (``_dtype_learned``) or at the next safe point.
+        self._dtype_pending: dict[int, tuple[torch.Tensor, str, str]] = {}
         self.names = LocationNames(config.swa_loc_pattern, batch_loc_names)
         self.patcher = Patcher()
         self.pools: list[CacheWatch] = []
@@ -116,6 +125,11 @@ class Checks:
         self.unraised: list[V.Violation] = []
         self._deferred_raised = 0  # of ``unraised``, how many check_deferred raised
         self.flags = DeferredFlags()
+        # I9 at every place SWA write locations are consumed (``translation.py``).
+        self.translation = TranslationCheck(self.full, self.record_translation)
+        # The current graph replay's real and padded token counts, from its populate
+        # (``None`` outside one): which rows of the replay's locations are padding.
+        self.replay_rows: tuple[int, int] | None = None
         # Between scopes, ``scope`` is the idle scope.
         self._idle = Scope(spans=())
         self._active = Scope(ScopeKind.FORWARD)
@@ -154,6 +168,7 @@ class Checks:
             V.CAPTURE_CACHE_POLLUTION: self.capture_start_checks,
             V.FORWARD_WITHOUT_INVALIDATION: self.forward_start_checks,
             V.UNFLUSHED_FRESH_TRANSLATION: self.fresh_checks,
+            V.SWA_LOC_MISTRANSLATED: self.translation.count,
             V.SWA_KV_CORRUPTION: self.kv_checks,
         }
         return {kind: n for kind, n in counted.items() if n}
@@ -166,10 +181,19 @@ class Checks:
         *,
         site: str | None = None,
         deferred: bool = False,
+        rows: Sequence[V.Row] = (),
+        picture: V.Picture | None = None,
     ) -> None:
         """A check failed: count it, keep it, then log or raise per the action. ``deferred``
         violations (found at report time) are never raised there."""
-        violation = V.Violation(kind, message, site or V.call_site(), tuple(values)[: V.MAX_VALUES])
+        violation = V.Violation(
+            kind,
+            message,
+            site or V.call_site(),
+            tuple(values)[: V.MAX_VALUES],
+            rows=tuple(rows)[: V.MAX_VALUES],
+            picture=picture,
+        )
         self.counts[kind] += 1
         seen = self.counts[kind]
         if seen <= MAX_KEPT:
@@ -183,13 +207,42 @@ class Checks:
         elif seen == MAX_LOGGED + 1:
             logger.warning("%s: further violations are counted, not logged", kind)
 
-    def check_dtype(self, t: torch.Tensor, what: str) -> None:
-        """I3: an SWA-space location tensor must have the configured dtype."""
+    def check_dtype(
+        self, t: torch.Tensor, what: str, role: str = WRITE, *, static: bool = False
+    ) -> None:
+        """I3: an SWA location has its role's dtype where it is consumed. A value a forward
+        hands over (not ``static``) sets an auto role's convention if nothing has yet; a
+        static buffer found before that waits for it (see ``dtype_roles``)."""
         self.dtype_checks += 1
-        if t.dtype not in self.swa_dtypes:
-            self.flag_dtype(t, what)
+        allowed = self.dtypes.allowed(role)
+        if allowed is None:
+            if static:
+                if len(self._dtype_pending) < MAX_PENDING:
+                    self._dtype_pending.setdefault(id(t), (t, what, role))
+            else:
+                self.dtypes.learn(role, t.dtype, what)
+        elif t.dtype not in allowed:
+            self.flag_dtype(t, what, role, static=static)
 
-    def flag_dtype(self, t: torch.Tensor, what: str, *, static: bool = False) -> None:
+    def learn_write_dtype(self, t: torch.Tensor, what: str) -> None:
+        """A translation's result: the write role's convention under ``auto``."""
+        self.dtypes.learn(WRITE, t.dtype, what)
+
+    def _dtype_learned(self, role: str) -> None:
+        """An auto role learned its convention: judge the buffers that waited for it."""
+        if role == WRITE:
+            self.write_dtypes = self.dtypes.allowed(WRITE)
+        waiting = [entry for entry in self._dtype_pending.values() if entry[2] == role]
+        for key in [k for k, entry in self._dtype_pending.items() if entry[2] == role]:
+            del self._dtype_pending[key]
+        allowed = self.dtypes.allowed(role) or frozenset()
+        for t, what, _ in waiting:
+            if t.dtype not in allowed:
+                self.flag_dtype(t, what, role, static=True)
+
+    def flag_dtype(
+        self, t: torch.Tensor, what: str, role: str = WRITE, *, static: bool = False
+    ) -> None:
         """An SWA-space location tensor of the wrong dtype (already counted as checked).
         Each offending tensor is reported once, however many checks (contract, buffer,
         argument) see it. A ``static`` buffer's dtype is a property of its allocation, not
@@ -200,10 +253,62 @@ class Checks:
             self._dtype_flagged[t] = True
             self.record(
                 V.SWA_LOC_DTYPE,
-                f"{what} is {t.dtype}, expected {' or '.join(sorted(map(str, self.swa_dtypes)))} "
-                f"(shape {tuple(t.shape)})",
+                f"{what} is {t.dtype}, expected {self.dtypes.expected(role)} for "
+                f"{ROLE_TEXT[role]} (shape {tuple(t.shape)})",
                 deferred=static,
             )
+
+    def record_translation(self, finding: Finding, deferred: bool) -> None:
+        """I9 failed at one write (``translation.py``)."""
+        wrong = []
+        if finding.live_wrong:
+            wrong.append(
+                f"{plural(finding.live_wrong, 'live row')} of {finding.rows} not the translation "
+                f"of the full location under the current mapping"
+            )
+        if finding.padded_wrong:
+            wrong.append(
+                f"{plural(finding.padded_wrong, 'padded row')} not the sentinel {SENTINEL_SLOT}"
+            )
+        self.record(
+            V.SWA_LOC_MISTRANSLATED,
+            f"{finding.label}: SWA write locations with {' and '.join(wrong)}; the KV of "
+            f"those tokens went to other tokens' SWA slots",
+            site=finding.site,
+            deferred=deferred,
+            rows=finding.first,
+            picture=finding.picture,
+        )
+
+    def check_translation(
+        self, label: str, mapping: torch.Tensor | None, full: torch.Tensor, swa: torch.Tensor
+    ) -> None:
+        """I9 at an SWA KV write: ``swa`` translates ``full`` under ``mapping``; in a padded
+        replay (``replay_rows``) the rows past the real tokens are the sentinel. Nothing
+        is read from the device while the stream captures."""
+        if mapping is None or (self.capture_depth and is_capturing()):
+            return
+        rows = self.replay_rows
+        raw = rows[0] if rows is not None and full.numel() == rows[1] else None
+        self.translation.check(label, mapping, full, swa, raw, self.scope.scope_id)
+
+    def mapping_for(self, holder: object) -> torch.Tensor | None:
+        """The mapping the SWA locations ``holder`` (a graph runner, an attention backend)
+        fills are translations under: the only watched pool's, else that of the watched
+        pool ``holder`` or its model runner holds (``None``: not known)."""
+        pools = self.pools
+        if len(pools) == 1:
+            return pools[0].mapping()
+        for obj in (holder, getattr(holder, "model_runner", None)):
+            for value in getattr(obj, "__dict__", {}).values():
+                for pool in pools:
+                    if pool.pool is value:
+                        return pool.mapping()
+        return None
+
+    def dtype_pending(self) -> int:
+        """Static buffers waiting for an auto dtype convention (at most ``MAX_PENDING``)."""
+        return len(self._dtype_pending)
 
     def dtype_flagged(self) -> int:
         """Offending tensors alive that were reported (see ``flag_dtype``)."""
@@ -232,9 +337,7 @@ class Checks:
             scope.locs = locs
             if check:
                 for name, t in swa:
-                    self.dtype_checks += 1
-                    if t.dtype not in self.swa_dtypes:
-                        self.flag_dtype(t, f"forward_batch.{name}")
+                    self.check_dtype(t, f"forward_batch.{name}", role_of_name(name))
 
     def own_spans(self) -> tuple[Span, ...]:
         """Where the current scope's own locations lie: the batch's location tensors and
@@ -359,22 +462,34 @@ class Checks:
                 found = self.flags.poll()
                 if found:
                     self.record_flags(found, deferred=False)
+                if not self.flags.safe_points % POLL_EVERY and not (
+                    self.capture_depth and is_capturing()
+                ):
+                    for finding in self.translation.poll():
+                        self.record_translation(finding, False)
         finally:
             scope = self._active
             scope.locs = ()  # the batch's tensors are not held past its forward
             scope.spans = None
             self.scope = self._idle
+            self.replay_rows = None
 
     def _finish_kv_check(self, kv_check: KVWriteCheck) -> None:
-        for label, extra in kv_check.finish():
+        for label, extra, allowed in kv_check.finish():
             self.kv_checks += 1
             if extra:
+                slots = allowed.nonzero().reshape(-1)[: V.MAX_PICTURE_ROWS].tolist()
                 self.record(
                     V.SWA_KV_CORRUPTION,
                     f"{label}: the forward wrote SWA KV slots {extra[: V.MAX_VALUES]} "
                     f"({len(extra)} in all) outside the batch's real slots and the sentinel "
                     f"{KVWriteCheck.SENTINEL_SLOT}; live requests' KV was overwritten",
                     values=extra,
+                    picture=V.Picture(
+                        label,
+                        allowed=tuple(slots),
+                        written=tuple(extra[: V.MAX_PICTURE_ROWS]),
+                    ),
                 )
 
     def record_flags(self, found: list[FlagSource], deferred: bool) -> None:
@@ -392,7 +507,10 @@ class Checks:
         """Wait for the device-side checks and record what they found; under ``raise``,
         raise the first violation not raised yet (device-side or deferred)."""
         self.end_implicit()
+        self.dtypes.settle()
         self.record_flags(self.flags.drain(), deferred=False)
+        for finding in self.translation.drain():
+            self.record_translation(finding, False)
         if self.action == "raise" and len(self.unraised) > self._deferred_raised:
             violation = self.unraised[self._deferred_raised]
             self._deferred_raised += 1

@@ -131,12 +131,14 @@ class KVWriteCheck:
             parts.append(_PoolSnapshot(pool.label, buffers, [b.clone() for b in buffers], allowed))
         return cls(parts) if parts else None
 
-    def finish(self) -> list[tuple[str, list[int]]]:
-        """Per pool snapshotted: its label and the slots written outside the allowed set."""
+    def finish(self) -> list[tuple[str, list[int], torch.Tensor]]:
+        """Per pool snapshotted: its label, the slots written outside the allowed set, and
+        the allowed set (a mask over slots, for a report's picture)."""
         found = []
         for part in self.parts:
             written = torch.zeros_like(part.allowed)
             for now, then in zip(part.buffers, part.before, strict=True):
                 written[: now.shape[0]] |= _changed_slots(now, then)
-            found.append((part.label, (written & ~part.allowed).nonzero().reshape(-1).tolist()))
+            extra = (written & ~part.allowed).nonzero().reshape(-1).tolist()
+            found.append((part.label, extra, part.allowed))
         return found

@@ -37,7 +37,9 @@ SWA_WORD = "swa"
 # Values never looked into for SWA-location fields.
 _PLAIN = (torch.Tensor, int, float, str, bytes, bool, list, tuple, dict, set, type(None))
 
-ArgumentCheck = Callable[[tuple[Any, ...], dict[str, Any]], None]
+# A KV write's full location and the SWA location it was handed (each ``None`` if absent).
+WritePair = tuple["torch.Tensor | None", "torch.Tensor | None"]
+ArgumentCheck = Callable[[tuple[Any, ...], dict[str, Any]], WritePair]
 
 
 def words(name: str) -> list[str]:
@@ -45,20 +47,23 @@ def words(name: str) -> list[str]:
 
 
 def pool_write_check(checks: Checks, original: Callable[..., Any], what: str) -> ArgumentCheck:
-    """Checks of one call of a pool's KV write: its SWA-named tensor arguments, and the
-    SWA-location fields of a holder passed for a location parameter (``loc_info``).
-    Which parameters those are is worked out here, once."""
+    """Checks of one call of a pool's KV write: the dtype of its SWA-named tensor
+    arguments and of the SWA-location fields of a holder passed for a location parameter
+    (``loc_info``), as write indices; returns the full location and the SWA location the
+    call was handed (for I9, ``translation.py``). Which parameters those are is worked
+    out here, once."""
     names = checks.names
     swa_params = names.swa_params(original)
-    holders = [
+    locations = [
         (index, name)
         for index, name in parameters(original)
         if LOCATION_WORD in words(name) and (index, name) not in swa_params
     ]
 
-    def check(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def check(args: tuple[Any, ...], kwargs: dict[str, Any]) -> WritePair:
         # ``locations.argument``, inlined: this runs on every KV write of an eager forward.
         n = len(args)
+        full = swa = None
         for index, name in swa_params:
             if name in kwargs:
                 value = kwargs[name]
@@ -67,22 +72,44 @@ def pool_write_check(checks: Checks, original: Callable[..., Any], what: str) ->
             else:
                 continue
             if isinstance(value, torch.Tensor):
+                swa = value
                 # ``checks.check_dtype``, inlined: the message is built only on a failure.
-                checks.dtype_checks += 1
-                if value.dtype not in checks.swa_dtypes:
-                    checks.flag_dtype(value, f"{what}({name}=...)")
-        for index, name in holders:
+                allowed = checks.write_dtypes
+                if allowed is None:
+                    checks.check_dtype(value, f"{what}({name}=...)")
+                else:
+                    checks.dtype_checks += 1
+                    if value.dtype not in allowed:
+                        checks.flag_dtype(value, f"{what}({name}=...)")
+        for index, name in locations:
             if name in kwargs:
                 value = kwargs[name]
             elif index is not None and index < n:
                 value = args[index]
             else:
                 continue
-            if not isinstance(value, _PLAIN) and hasattr(value, "__dict__"):
+            if isinstance(value, torch.Tensor):
+                if full is None:
+                    full = value
+            elif not isinstance(value, _PLAIN) and hasattr(value, "__dict__"):
                 for field, tensor in names.scan_batch(value)[1]:
+                    swa = tensor
                     checks.check_dtype(tensor, f"{what}({name}={type(value).__name__}.{field})")
+                if full is None:
+                    full = _full_field(value)
+        return full, swa
 
     return check
+
+
+def _full_field(holder: object) -> torch.Tensor | None:
+    """The full location a location holder carries (``KVWriteLoc.loc``): its first tensor
+    field named with the word ``loc`` and not ``swa``."""
+    for field, value in vars(holder).items():
+        parts = words(field)
+        if isinstance(value, torch.Tensor) and LOCATION_WORD in parts and SWA_WORD not in parts:
+            return value
+    return None
 
 
 def swa_subpools(pool: object) -> list[tuple[str, object]]:
@@ -98,22 +125,32 @@ def swa_subpools(pool: object) -> list[tuple[str, object]]:
     return found
 
 
-def install_subpool_writes(checks: Checks, pool: object, label: str) -> int:
-    """Wrap the KV writes of ``pool``'s SWA sub-pools; how many were wrapped."""
+def install_subpool_writes(
+    checks: Checks, pool: object, label: str, written: Callable[[torch.Tensor], None]
+) -> int:
+    """Wrap the KV writes of ``pool``'s SWA sub-pools; how many were wrapped. ``written``
+    is told the SWA location each write receives (the one the pool's write really used)."""
     wrapped = 0
     for attribute, sub in swa_subpools(pool):
         for name in checks.config.kv_write_methods:
             if callable(getattr(sub, name, None)):
                 what = f"{label}.{attribute}.{name}"
                 checks.patcher.wrap_method(
-                    sub, name, lambda original, what=what: _subpool_write(checks, original, what)
+                    sub,
+                    name,
+                    lambda original, what=what: _subpool_write(checks, original, what, written),
                 )
                 wrapped += 1
     return wrapped
 
 
-def _subpool_write(checks: Checks, original: Callable[..., Any], what: str) -> Callable[..., Any]:
-    """A KV write into an SWA sub-pool: its location argument is an SWA location."""
+def _subpool_write(
+    checks: Checks,
+    original: Callable[..., Any],
+    what: str,
+    written: Callable[[torch.Tensor], None],
+) -> Callable[..., Any]:
+    """A KV write into an SWA sub-pool: its location argument is an SWA write index."""
     location = next(
         ((index, name) for index, name in parameters(original) if LOCATION_WORD in words(name)),
         None,
@@ -126,10 +163,13 @@ def _subpool_write(checks: Checks, original: Callable[..., Any], what: str) -> C
         value = argument(args, kwargs, index, name)
         if isinstance(value, torch.Tensor):
             checks.check_dtype(value, f"{what}({name}=...), an SWA location")
+            written(value)  # before the write: a wrong location is reported first
         elif value is not None and not isinstance(value, _PLAIN):
             for field, tensor in vars(value).items():
                 if isinstance(tensor, torch.Tensor) and LOCATION_WORD in words(field):
                     checks.check_dtype(tensor, f"{what}({name}.{field}), an SWA location")
+                    if SWA_WORD in words(field):
+                        written(tensor)
         return original(*args, **kwargs)
 
     return write

@@ -47,6 +47,7 @@ from typeguard import TypeCheckError, check_type
 
 from . import violations as V
 from .checks import Checks
+from .dtype_roles import WRITE, role_of_name
 from .locations import parameters
 from .wrapping import Wrapped, public_methods
 
@@ -98,6 +99,16 @@ def install_contracts(checks: Checks, obj: object) -> list[Contract]:
             contract.install(obj)
             installed.append(contract)
     return installed
+
+
+def declared_dtype(hint: object) -> torch.dtype | None:
+    """The one integer dtype a jaxtyping annotation (or its ``| None``) states, if it
+    states exactly one (``Int32[Tensor, "n"]``; not ``Int[...]``)."""
+    form = _fast_form(hint)
+    names = getattr(form[0], "dtypes", ()) if form is not None else ()
+    if len(names) == 1 and names[0] in ("int32", "int64"):
+        return getattr(torch, names[0])  # type: ignore[no-any-return]
+    return None
 
 
 def _fast_form(hint: object) -> tuple[type, bool] | None:
@@ -164,6 +175,24 @@ class Contract:
         self.qualname = name
         self.params: list[tuple[int | None, str]] = []
         self.wrapped: Wrapped | None = None
+        self._declare_conventions()
+
+    def _declare_conventions(self) -> None:
+        """An SWA location annotated with one integer dtype (the translate method's
+        result, an SWA-named parameter) states the project's convention for its role:
+        an auto role takes it (``dtype_roles``)."""
+        for param, hint in self.hints.items():
+            if param == RETURN:
+                if not self.swa_result:
+                    continue
+                role = WRITE
+            elif self.checks.names.is_swa(param):
+                role = role_of_name(param)
+            else:
+                continue
+            dtype = declared_dtype(hint)
+            if dtype is not None:
+                self.checks.dtypes.declare(role, dtype, f"the annotation of {self.name}")
 
     def install(self, obj: object) -> None:
         self.wrapped = self.checks.patcher.wrap_method(obj, self.name, self.wrap)
@@ -226,8 +255,14 @@ class Contract:
             what = "result" if param == RETURN else f"argument {param!r}"
             message = f"{self.qualname}: {what} is {_describe(value)}, annotated {hint}"
             swa_loc = checks.names.is_swa(param) or (param == RETURN and self.swa_result)
-            if swa_loc and isinstance(value, torch.Tensor) and value.dtype not in checks.swa_dtypes:
-                checks.check_dtype(value, f"contract: {message}")
-                continue
+            role = WRITE if param == RETURN else role_of_name(param)
+            # The annotation is the project's own statement of the convention: it stands
+            # for a role whose auto convention is not known yet.
+            if swa_loc and isinstance(value, torch.Tensor):
+                allowed = checks.dtypes.allowed(role)
+                if allowed is None or value.dtype not in allowed:
+                    checks.dtype_checks += 1
+                    checks.flag_dtype(value, f"contract: {message}", role)
+                    continue
             raise TypeCheckError(message) from exc
         return not failures

@@ -47,6 +47,7 @@ from . import violations as V
 from .bytecode import definition
 from .checks import Checks
 from .deferred import DeviceFlags, Layout, is_capturing, segment_size, staged_form
+from .dtype_roles import WRITE, role_of_name
 from .locations import AttributeScan, batch_argument, parameters, unchanged
 from .roles import first_present
 from .sampling import Sampler
@@ -166,6 +167,10 @@ class GraphRunnerWatch:
         self._plans: dict[int, dict[tuple[int, int], PaddingPlan]] = {}
         self._planned_tails = 0
         self.padding_sampler = Sampler(PADDING_SAMPLE_EVERY)
+        self._swa_found: list[tuple[str, str, torch.Tensor]] = []
+        # (label, full buffer, SWA write buffer) pairs I9 checks after each populate.
+        self._pairs: list[tuple[str, torch.Tensor, torch.Tensor]] = []
+        self._populate_site: str | None = None
 
     def discover(self) -> None:
         """Wrap what the runner holds now and was not wrapped yet: its input buffers (the
@@ -253,6 +258,7 @@ class GraphRunnerWatch:
             counts = _token_counts(parameters(original), owner, self.runner)
             name = getattr(original, "__name__", "populate")
             self._populate_sites[id(owner)] = definition(original)
+            self._populate_site = self._populate_sites[id(owner)]
             checks = self.checks
             location_scan = self._location_buffers[id(owner)]
             plans: dict[tuple[int, int], PaddingPlan] = {}
@@ -269,6 +275,8 @@ class GraphRunnerWatch:
                     self._register_batch_locs()
                 if not unchanged(self._watched[id(owner)]):
                     self._rescan(owner)
+                if checks.write_dtypes is None:  # the batch's SWA locations set the convention
+                    self._teach_dtypes(args, kwargs)
                 self._check_dtypes(self._swa_found, when)
                 # Nothing goes to the device while the stream is capturing. Asking CUDA
                 # costs microseconds, so only within the runner's ``capture``: a runner
@@ -278,7 +286,13 @@ class GraphRunnerWatch:
                 raw, padded = counts(args, kwargs)
                 if raw is None:
                     raw = self._raw_from_batch(args, kwargs)
-                if raw is None or padded is None or padded <= raw:
+                if raw is None:
+                    return result
+                if padded is not None:
+                    checks.replay_rows = (raw, padded)
+                if self._pairs:  # I9 on the live rows; the tail is I4's
+                    self._check_translations(raw)
+                if padded is None or padded <= raw:
                     return result
                 plan = plans.get((raw, padded))
                 if fast and plan is not None and not sampler.due():
@@ -347,10 +361,42 @@ class GraphRunnerWatch:
 
     def _check_dtypes(self, found: list[tuple[str, str, torch.Tensor]], when: str) -> None:
         checks = self.checks
-        for label, _, t in found:
-            checks.dtype_checks += 1
-            if t.dtype not in checks.swa_dtypes:
-                checks.flag_dtype(t, f"{self.label}.{label} ({when})", static=True)
+        for label, name, t in found:
+            role = role_of_name(name)
+            allowed = checks.dtypes.allowed(role)
+            if allowed is not None:
+                checks.dtype_checks += 1
+                if t.dtype not in allowed:
+                    checks.flag_dtype(t, f"{self.label}.{label} ({when})", role, static=True)
+            else:
+                checks.check_dtype(t, f"{self.label}.{label} ({when})", role, static=True)
+
+    def _teach_dtypes(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """The SWA locations of the batch a populate copies in: per-batch values, which set
+        an auto convention the static buffers are then judged by (``dtype_roles``)."""
+        batch = batch_argument(args, kwargs)
+        if batch is not None:
+            for name, t in self.checks.names.scan_batch(batch)[1]:
+                self.checks.check_dtype(t, f"forward_batch.{name}", role_of_name(name))
+
+    def _check_translations(self, raw: int) -> None:
+        """I9: each SWA write-location buffer's live rows translate the full ones'."""
+        mapping = self.checks.mapping_for(self.runner)
+        if mapping is None or raw <= 0:
+            return
+        scope_id = self.checks.scope.scope_id
+        check = self.checks.translation.check
+        for label, full, swa in self._pairs:
+            if full.numel() >= raw and swa.numel() >= raw:
+                check(
+                    f"{self.label}.{label}",
+                    mapping,
+                    full.reshape(-1)[:raw],
+                    swa.reshape(-1)[:raw],
+                    None,
+                    scope_id,
+                    self._populate_site,
+                )
 
     def _rescan(self, owner: object) -> None:
         """Rescan the SWA buffers and ``owner``'s location buffers, and note the namespaces
@@ -367,12 +413,31 @@ class GraphRunnerWatch:
         self._collect_swa()
 
     def _collect_swa(self) -> None:
-        """The SWA buffers the scans found, each tensor once."""
+        """The SWA buffers the scans found, each tensor once, and the pairs I9 checks: each
+        SWA write-location buffer with the full write-location buffer it translates (the
+        batch location it is named after, ``out_cache_loc_swa`` of ``out_cache_loc``, or
+        the only one)."""
         found: dict[int, tuple[str, str, torch.Tensor]] = {}
         for scan in self._swa_buffers.values():
             for entry in scan.found:
                 found.setdefault(id(entry[2]), entry)
         self._swa_found = list(found.values())
+        batch_names = self.checks.names.batch_loc_names
+        fulls = [
+            (name, t)
+            for scan in self._location_buffers.values()
+            for _, name, t in scan.found
+            if name in batch_names and t.dim() == 1
+        ]
+        pairs = []
+        for label, name, t in self._swa_found:
+            if role_of_name(name) != WRITE or t.dim() != 1:
+                continue
+            named = [full for full_name, full in fulls if full_name in name]
+            full = named[0] if named else (fulls[0][1] if len(fulls) == 1 else None)
+            if full is not None and full is not t:
+                pairs.append((label, full, t))
+        self._pairs = pairs
 
     def _raw_from_batch(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
         """The real token count of a populate call that says nothing: the batch's own."""
@@ -387,15 +452,43 @@ class GraphRunnerWatch:
                 tail = buffer.reshape(-1)[raw:padded]
             where = tail.ne(SENTINEL_SLOT).nonzero().reshape(-1)[: V.MAX_VALUES]
             if where.numel():
+                name = f"{type(owner).__qualname__}.{label}"
                 self.checks.record(
                     V.PADDING_NOT_ZEROED,
-                    f"{type(owner).__qualname__}.{label}: padded tail [{raw}:{padded}] holds "
+                    f"{name}: padded tail [{raw}:{padded}] holds "
                     f"non-sentinel slots at positions {[raw + i for i in where.tolist()]} "
                     f"after the populate defined at {self._populate_sites[id(owner)]}, called "
                     f"from {V.call_site()}; padded tokens write their KV there",
                     values=tail[where].tolist(),
                     site=self._populate_sites[id(owner)],
+                    picture=self._tail_picture(name, buffer, raw, padded),
                 )
+
+    def _tail_picture(self, name: str, buffer: torch.Tensor, raw: int, padded: int) -> V.Picture:
+        """A populated buffer's last rows up to ``padded``, for a report: the SWA buffer
+        beside the full one it translates (each live row's expected translation), any
+        other location buffer with its padded rows' sentinel only (read for a violation)."""
+        start = max(padded - V.MAX_PICTURE_ROWS, 0)
+        actual = buffer.reshape(-1)[start:padded].tolist()
+        padding = [SENTINEL_SLOT if start + i >= raw else V.UNKNOWN for i in range(len(actual))]
+        full = [V.UNKNOWN] * len(actual)
+        expected = padding
+        paired = next((f for _, f, swa in self._pairs if swa is buffer), None)
+        mapping = self.checks.mapping_for(self.runner) if paired is not None else None
+        if paired is not None and mapping is not None and paired.numel() >= padded:
+            full = paired.reshape(-1)[start:padded].tolist()
+            translated = mapping[paired.reshape(-1)[start:padded].long()].tolist()
+            expected = [
+                t if p == V.UNKNOWN else p for t, p in zip(translated, padding, strict=True)
+            ]
+        return V.Picture(
+            name,
+            first_row=start,
+            raw=raw,
+            full=tuple(full),
+            expected=tuple(expected),
+            actual=tuple(actual),
+        )
 
     def _plan(
         self, owner: object, found: list[tuple[str, str, torch.Tensor]], raw: int, padded: int

@@ -30,6 +30,7 @@ import torch
 
 from . import violations as V
 from .attribute_cache import AttributeCacheWatch
+from .branches import may_run
 from .bytecode import class_functions, self_access, source_line
 from .checks import Checks
 from .consumers import install_subpool_writes, pool_write_check
@@ -157,6 +158,12 @@ class PoolWatch:
         self.live: CacheEntry | None = None
         self.reported: frozenset[str] = NOTHING_REPORTED
         self._kv_depth = 0
+        # Within a KV write: the SWA location its SWA sub-pool's write received, and what
+        # it translated itself (I9 pairs the full location with the one that was used).
+        self._kv_sub_loc: torch.Tensor | None = None
+        self._kv_translated: torch.Tensor | None = None
+        self._kv_full: torch.Tensor | None = None
+        self._kv_label = ""
         self._translate_name = config.translate_methods[0]
         self._invalidate_name = config.invalidate_methods[0]
         # The last mapping tensor seen and its identity (see ``_mapping_identity``).
@@ -183,7 +190,7 @@ class PoolWatch:
                 )
         for name in writes:
             patcher.wrap_method(self.pool, name, self._wrap_kv_write)
-        install_subpool_writes(self.checks, self.pool, self.label)
+        install_subpool_writes(self.checks, self.pool, self.label, self._subpool_written)
         checks = self.checks
 
         def mutator(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -238,7 +245,11 @@ class PoolWatch:
             self._last_result = weakref.ref(result)
             if attribute_cache is not None:
                 attribute_cache.record(kv_indices, result)
-            if check_dtype:
+            if self._kv_depth:
+                self._kv_translated = result
+            if checks.write_dtypes is None:
+                checks.learn_write_dtype(result, what)
+            elif check_dtype:
                 checks.check_dtype(result, what)
             return result
 
@@ -268,7 +279,6 @@ class PoolWatch:
         pools = checks.pools
         is_tensor = torch.Tensor
         check_dtype = checks.config.check_translate_dtype
-        swa_dtypes = checks.swa_dtypes
         pool = self.pool
         mapping_attr = self.mapping_attr
         get_frame = sys._getframe
@@ -357,9 +367,14 @@ class PoolWatch:
                     ),
                 )
                 self.reported = NOTHING_REPORTED
-            if check_dtype:
+            if self._kv_depth:
+                self._kv_translated = result
+            allowed = checks.write_dtypes
+            if allowed is None:
+                checks.learn_write_dtype(result, f"{self.label}.{self._translate_name}() output")
+            elif check_dtype:
                 checks.dtype_checks += 1
-                if result.dtype not in swa_dtypes:
+                if result.dtype not in allowed:
                     checks.flag_dtype(result, f"{self.label}.{self._translate_name}() output")
             return result
 
@@ -386,20 +401,41 @@ class PoolWatch:
             wrapped.step_aside()
 
     def _wrap_kv_write(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        """A KV write: the SWA locations it consumes (``consumers``); translations made
-        inside it are of the batch's own locations, never fresh tensors (I7)."""
+        """A KV write: the SWA locations it consumes (``consumers``) and I9 (``translation``):
+        the SWA location it uses against the full one it was given, checked before the
+        SWA sub-pool's write receives it (so under ``raise`` a wrong one is never written),
+        else after the write (the SWA argument, or what it translated itself).
+        Translations made inside it are of the batch's own locations, never fresh tensors
+        (I7)."""
         name = getattr(original, "__name__", "set_kv_buffer")
-        check = pool_write_check(self.checks, original, f"{self.label}.{name}")
+        label = f"{self.label}.{name}"
+        check = pool_write_check(self.checks, original, label)
+        checks = self.checks
 
         def kv_write(*args: Any, **kwargs: Any) -> Any:
-            check(args, kwargs)
+            full, swa = check(args, kwargs)
             self._kv_depth += 1
+            self._kv_full, self._kv_label = full, label
+            self._kv_sub_loc = self._kv_translated = None
             try:
-                return original(*args, **kwargs)
+                result = original(*args, **kwargs)
             finally:
                 self._kv_depth -= 1
+            if full is not None and self._kv_sub_loc is None:
+                used = swa if swa is not None else self._kv_translated
+                if used is not None:
+                    checks.check_translation(label, self.mapping(), full, used)
+            return result
 
         return kv_write
+
+    def _subpool_written(self, loc: torch.Tensor) -> None:
+        """The SWA sub-pool's write is about to receive ``loc``: the location the KV write
+        in progress really uses, checked against its full location now (I9)."""
+        if self._kv_depth and self._kv_sub_loc is None:
+            self._kv_sub_loc = loc
+            if self._kv_full is not None:
+                self.checks.check_translation(self._kv_label, self.mapping(), self._kv_full, loc)
 
     # -- checks -------------------------------------------------------------------------
 
@@ -513,11 +549,11 @@ class PoolWatch:
             name = getattr(method, "__qualname__", getattr(method, "__name__", "?"))
             during = f"during {name}()"
             writes = mapping_writes(method, self.mapping_attr)
-            if writes:
+            if len(writes) == 1:
                 site = writes[0]
-                during += f", which writes it at {writes[0]}" + (
-                    f" (and {len(writes) - 1} more)" if len(writes) > 1 else ""
-                )
+                during += f", which writes it at {site}"
+            elif writes:  # alternatives no flag decides: the caller is the place
+                during += f", which writes it at one of {len(writes)} lines: " + "; ".join(writes)
         self.checks.record(
             V.UNINVALIDATED_MAPPING_WRITE,
             f"{self.label}.{self.mapping_attr} changed ({reason}) {during}, while the "
@@ -581,9 +617,11 @@ def _head_of(entry: CacheEntry) -> tuple[int, ...]:
 
 def mapping_writes(method: Callable[..., Any], mapping_attr: str) -> list[str]:
     """Where ``method`` (a bound method) and the methods of its object it calls, to
-    ``WRITE_SEARCH_DEPTH``, write an attribute named ``mapping_attr`` (their own or another
-    object's): ``path:line in function: `text```, read from their bytecode (worked out only
-    for a violation)."""
+    ``WRITE_SEARCH_DEPTH``, can write an attribute named ``mapping_attr`` (their own or
+    another object's) in this process: ``path:line in function: `text```, read from their
+    bytecode, less the lines and the calls of helpers that a module flag rules out
+    (``branches.may_run``: the NPU branch on a CUDA machine). Worked out only for a
+    violation."""
     owner = getattr(method, "__self__", None)
     functions = dict(class_functions(type(owner))) if owner is not None else {}
     found: list[str] = []
@@ -596,7 +634,16 @@ def mapping_writes(method: Callable[..., Any], mapping_attr: str) -> list[str]:
             continue
         seen.add(function)
         access = self_access(function)
-        found += [source_line(function, line) for line in access.any_writes.get(mapping_attr, ())]
+        found += [
+            source_line(function, line)
+            for line in access.any_writes.get(mapping_attr, ())
+            if may_run(function, line)
+        ]
         if depth < WRITE_SEARCH_DEPTH:
-            pending += [(functions[n], depth + 1) for n in sorted(access.loads) if n in functions]
+            pending += [
+                (functions[name], depth + 1)
+                for name in sorted(access.loads)
+                if name in functions
+                and any(may_run(function, line) for line in access.load_lines.get(name, ()))
+            ]
     return found

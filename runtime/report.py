@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from .violations import KINDS, Violation
+from .violations import KINDS, Violation, plural
 
 
 @dataclass(frozen=True)
@@ -85,8 +85,8 @@ class SanitizerReport:
         found = ", ".join(f"{k}: {n}" for k, n in self.counts.items() if n)
         ranks = f", {self.world_size} ranks" if self.world_size > 1 else ""
         return (
-            f"swa-sanitizer ({self.level}{ranks}): {self.total_checks} checks, "
-            f"{self.total_violations} violations" + (f" ({found})" if found else "")
+            f"swa-sanitizer ({self.level}{ranks}): {plural(self.total_checks, 'check')}, "
+            f"{plural(self.total_violations, 'violation')}" + (f" ({found})" if found else "")
         )
 
     def to_text(self) -> str:
@@ -100,13 +100,18 @@ class SanitizerReport:
             f"  left alone: {n} {label} (plays none of the roles)"
             for label, n in sorted(self.left_alone.items())
         ]
+        # Kinds never checked (and never violated) say nothing about this run.
         lines += [
-            f"  {kind}: {self.checks.get(kind, 0)} checks, {self.counts[kind]} violations"
+            f"  {kind}: {plural(self.checks.get(kind, 0), 'check')}, "
+            f"{plural(self.counts.get(kind, 0), 'violation')}"
             for kind in KINDS
+            if self.checks.get(kind, 0) or self.counts.get(kind, 0)
         ]
         if self.world_size > 1:
             lines += [f"  rank {rank}: {self._rank_line(rank)}" for rank in range(self.world_size)]
-        lines += [f"  - {v}" for v in self.violations]
+        for violation in self.violations:
+            first, *rest = str(violation).splitlines()
+            lines += [f"  - {first}", *(f"    {line}" for line in rest)]
         return "\n".join(lines)
 
     def _rank_line(self, rank: int) -> str:

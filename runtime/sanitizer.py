@@ -20,9 +20,11 @@ import torch
 from swacheck.config import Config
 
 from . import violations as V
+from .backend_watch import BackendWatch, install_backend
 from .checks import ACTIONS, LEVELS, Checks
 from .contracts import Contract, install_contracts
-from .forward_watch import install_backend, install_model_runner
+from .dtype_roles import DtypeContract
+from .forward_watch import install_model_runner
 from .graph_watch import GraphRunnerWatch, install_graph_runner, install_input_buffers
 from .locations import LocationNames
 from .model import Role, Watched, site_codes
@@ -62,6 +64,7 @@ class Sanitizer:
         self.contracts = contracts
         self.pools: list[PoolWatch] = []
         self.graph_watches: list[GraphRunnerWatch] = []
+        self.backend_watches: list[BackendWatch] = []
         self.installed_contracts: list[Contract] = []
         self.watched: dict[int, tuple[object, Watched]] = {}
         # Instances of classes named for watching that play no role, by class: left alone.
@@ -92,9 +95,9 @@ class Sanitizer:
         return self._checks.full
 
     @property
-    def swa_dtypes(self) -> frozenset[torch.dtype]:
-        """The dtypes SWA locations may have where they are consumed (I3)."""
-        return self._checks.swa_dtypes
+    def dtypes(self) -> DtypeContract:
+        """The dtypes SWA locations may have where they are consumed, by role (I3)."""
+        return self._checks.dtypes
 
     @property
     def names(self) -> LocationNames:
@@ -177,7 +180,7 @@ class Sanitizer:
 
     def watch_backend(self, backend: object) -> None:
         if self._register(backend, Role.BACKEND):
-            install_backend(self._checks, backend)
+            self.backend_watches.append(install_backend(self._checks, backend))
             self._install_contracts(backend)
 
     def watch_graph_runner(self, runner: object) -> None:
@@ -268,7 +271,10 @@ class Sanitizer:
         """Everything checked so far; waits for the device-side checks (never raises)."""
         checks = self._checks
         checks.end_implicit()
+        checks.dtypes.settle()
         checks.record_flags(checks.flags.drain(), deferred=True)
+        for finding in checks.translation.drain():
+            checks.record_translation(finding, True)
         roles = Counter(w.role.value for _, w in self.watched.values())
         return SanitizerReport(
             level=checks.level,
@@ -287,7 +293,9 @@ class Sanitizer:
 
         - ``watched``, ``pools``, ``graph_watches``, ``wrappers``, ``contracts``,
           ``static_batch_locs``, ``scan_snapshot_values``, ``flag_devices``,
-          ``flag_slots``, ``flag_slot_handles``: what is watched;
+          ``flag_slots``, ``flag_slot_handles``, ``translation_rings`` (devices),
+          ``translation_samplers`` (places SWA write locations are consumed): what is
+          watched; ``dtype_pending``: at most ``MAX_PENDING`` static buffers;
         - ``violations_kept``, ``unraised_kept``: at most ``MAX_KEPT`` per kind;
         - ``entry_reported``: kinds, per pool; ``dtype_flagged``: offending tensors alive;
         - ``contract_signatures``: at most ``MAX_SIGNATURES`` per contract;
@@ -312,13 +320,16 @@ class Sanitizer:
             "flag_devices": checks.flags.devices(),
             "flag_slots": checks.flags.slots(),
             "flag_views": checks.flags.views(),
+            "translation_rings": checks.translation.rings(),
+            "translation_samplers": checks.translation.samplers(),
+            "dtype_pending": checks.dtype_pending(),
             "contract_signatures": sum(len(c.passed) for c in self.installed_contracts),
             "name_kinds": checks.names.known_names(),
             "name_cache": checks.names.is_swa.cache_info().currsize,
             "batch_plans": checks.names.plans(),
             "site_codes": site_codes(),
         }
-        for watch in self.graph_watches:
+        for watch in [*self.graph_watches, *self.backend_watches]:
             for key, n in watch.bookkeeping().items():
                 sizes[key] = sizes.get(key, 0) + n
         return sizes

@@ -20,6 +20,7 @@ CAPTURE_CACHE_POLLUTION = "capture-cache-pollution"
 FORWARD_WITHOUT_INVALIDATION = "forward-without-invalidation"
 UNFLUSHED_FRESH_TRANSLATION = "unflushed-fresh-translation"
 SWA_KV_CORRUPTION = "swa-kv-corruption"
+SWA_LOC_MISTRANSLATED = "swa-loc-mistranslated"
 
 KINDS: tuple[str, ...] = (
     UNINVALIDATED_MAPPING_WRITE,
@@ -29,6 +30,7 @@ KINDS: tuple[str, ...] = (
     CAPTURE_CACHE_POLLUTION,
     FORWARD_WITHOUT_INVALIDATION,
     UNFLUSHED_FRESH_TRANSLATION,
+    SWA_LOC_MISTRANSLATED,
     SWA_KV_CORRUPTION,
 )
 
@@ -40,6 +42,7 @@ INVARIANT_OF_KIND: dict[str, str] = {
     CAPTURE_CACHE_POLLUTION: "I5",
     FORWARD_WITHOUT_INVALIDATION: "I6",
     UNFLUSHED_FRESH_TRANSLATION: "I7",
+    SWA_LOC_MISTRANSLATED: "I9",
     SWA_KV_CORRUPTION: "consequence",
 }
 
@@ -56,6 +59,8 @@ INVARIANT_TEXT: dict[str, str] = {
     "I6": "every forward must invalidate the translation cache before it builds attention "
     "metadata or replays",
     "I7": "translating a freshly computed index tensor must be bracketed by invalidations",
+    "I9": "at an SWA KV write, each live row's SWA location must be the translation of its "
+    "full location under the current mapping, and each padded row the sentinel slot 0",
     "consequence": "a forward may write SWA KV only into the batch's own slots and the sentinel",
 }
 
@@ -75,10 +80,70 @@ def current_rank() -> int | None:
     return int(dist.get_rank())
 
 
+def plural(n: int, word: str) -> str:
+    """``1 violation``, ``2 violations``."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+# A wrong row of a mistranslated SWA location: (row, full location, expected SWA
+# location, actual SWA location).
+Row = tuple[int, int, int, int]
+
+# Rows (or slots) a picture keeps: enough to see the shape of a batch, small enough to keep.
+MAX_PICTURE_ROWS = 64
+# In a picture, a value that was not read or is not known.
+UNKNOWN = -1
+
+
+@dataclass(frozen=True)
+class Picture:
+    """What a failure report can draw of the write or buffer a violation is about.
+
+    Rows (a KV write's or a location buffer's, from ``first_row`` on, at most
+    ``MAX_PICTURE_ROWS``): per row the full location, the SWA location expected there and
+    the one found (``UNKNOWN`` where not read); rows from ``raw`` on are padding. Slots (the
+    consequence check): the SWA slots the forward was allowed to write (the batch's real
+    slots and the sentinel) and those it wrote outside them."""
+
+    label: str
+    first_row: int = 0
+    raw: int | None = None
+    full: tuple[int, ...] = ()
+    expected: tuple[int, ...] = ()
+    actual: tuple[int, ...] = ()
+    allowed: tuple[int, ...] = ()
+    written: tuple[int, ...] = ()
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "label": self.label,
+            "first_row": self.first_row,
+            "raw": self.raw,
+            "full": list(self.full),
+            "expected": list(self.expected),
+            "actual": list(self.actual),
+            "allowed": list(self.allowed),
+            "written": list(self.written),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Picture:
+        sequences = ("full", "expected", "actual", "allowed", "written")
+        return cls(
+            label=data["label"],
+            first_row=data["first_row"],
+            raw=data["raw"],
+            **{key: tuple(data[key]) for key in sequences},
+        )
+
+
 @dataclass(frozen=True)
 class Violation:
     """What one check concluded when it failed: the kind, where, and the evidence; in a
-    distributed run also which rank saw it (a tensor-parallel rank has its own pools)."""
+    distributed run also which rank saw it (a tensor-parallel rank has its own pools).
+    ``rows``: for a mistranslation, the first wrong rows as (row, full location, expected
+    SWA location, actual); ``picture``: the batch as a report draws it, where the check
+    read it."""
 
     kind: str
     message: str
@@ -86,27 +151,46 @@ class Violation:
     values: tuple[int, ...] = ()
     details: dict[str, object] = field(default_factory=dict)
     rank: int | None = field(default_factory=current_rank)
+    rows: tuple[Row, ...] = ()
+    picture: Picture | None = None
+
+    @property
+    def invariant(self) -> str:
+        return INVARIANT_OF_KIND[self.kind]
+
+    def headline(self) -> str:
+        """The first line: the kind first (pytest's short summary keeps the start of a
+        line at 80 columns), then what happened."""
+        where = "" if self.rank is None else f" on rank {self.rank}"
+        return f"{self.kind}{where}: {self.message}"
 
     def __str__(self) -> str:
-        where = "" if self.rank is None else f" on rank {self.rank}"
-        invariant = INVARIANT_OF_KIND[self.kind]
-        text = (
-            f"{self.kind} ({invariant}: {INVARIANT_TEXT[invariant]}){where} at {self.site}: "
-            f"{self.message}"
-        )
+        lines = [self.headline()]
         if self.values:
-            text += f" [values: {', '.join(map(str, self.values))}]"
-        return text
+            lines[0] += f" [values: {', '.join(map(str, self.values))}]"
+        if self.rows:
+            lines.append(
+                "  first wrong rows (row: full location -> expected SWA location, actual):"
+            )
+            lines += [
+                f"    row {row}: {full} -> {expected}, actual {actual}"
+                for row, full, expected, actual in self.rows
+            ]
+        lines.append(f"  at {self.site}")
+        lines.append(f"  {self.invariant}: {INVARIANT_TEXT[self.invariant]}")
+        return "\n".join(lines)
 
     def to_dict(self) -> dict[str, object]:
         return {
             "kind": self.kind,
-            "invariant": INVARIANT_OF_KIND[self.kind],
+            "invariant": self.invariant,
             "message": self.message,
             "site": self.site,
             "values": list(self.values),
+            "rows": [list(row) for row in self.rows],
             "details": {k: str(v) for k, v in self.details.items()},
             "rank": self.rank,
+            "picture": None if self.picture is None else self.picture.to_dict(),
         }
 
     @classmethod
@@ -120,16 +204,19 @@ class Violation:
             values=tuple(data["values"]),
             details=dict(data["details"]),
             rank=data["rank"],
+            rows=tuple(tuple(row) for row in data.get("rows", ())),  # type: ignore[misc]
+            picture=Picture.from_dict(data["picture"]) if data.get("picture") else None,
         )
 
 
 class SWASanitizerError(Exception):
-    """Base of every sanitizer exception; ``violation`` holds the evidence."""
+    """Base of every sanitizer exception; ``violation`` holds the evidence. The message
+    leads with the violation kind."""
 
     kind: str = ""
 
     def __init__(self, violation: Violation) -> None:
-        super().__init__(f"[swa-sanitizer] {violation}")
+        super().__init__(str(violation))
         self.violation = violation
 
 
@@ -161,6 +248,10 @@ class UnflushedFreshTranslationError(SWASanitizerError):
     kind = UNFLUSHED_FRESH_TRANSLATION
 
 
+class SWALocMistranslatedError(SWASanitizerError):
+    kind = SWA_LOC_MISTRANSLATED
+
+
 class SWAKVCorruptionError(SWASanitizerError):
     kind = SWA_KV_CORRUPTION
 
@@ -175,9 +266,14 @@ ERROR_BY_KIND: dict[str, type[SWASanitizerError]] = {
         CaptureCachePollutionError,
         ForwardWithoutInvalidationError,
         UnflushedFreshTranslationError,
+        SWALocMistranslatedError,
         SWAKVCorruptionError,
     )
 }
+# Shown as ``swacheck.runtime.PaddingNotZeroedError`` (where users import them from), not
+# the defining module's longer path.
+for _cls in (SWASanitizerError, *ERROR_BY_KIND.values()):
+    _cls.__module__ = "swacheck.runtime"
 
 
 def hide_from_traceback(excinfo: Any) -> bool:

@@ -1,4 +1,5 @@
-"""``swacheck`` command line: ``audit`` (or ``check``), ``rule``, ``rules``, ``server``, ``demo``.
+"""``swacheck`` command line: ``audit`` (or ``check``), ``rule``, ``rules``, ``server``, ``demo``,
+``sanitize-recipe``.
 
 Options of ``audit`` are spelled as ruff's, and mean what ruff's mean. Exit status: 0 no
 findings, 1 findings, 2 usage, configuration or internal error.
@@ -176,6 +177,11 @@ def _build_parser() -> argparse.ArgumentParser:
         "demo",
         help="run the reference implementation against its oracle; --inject-bug NAME "
         "re-creates a historical bug (needs the reference extra)",
+        add_help=False,
+    )
+    commands.add_parser(
+        "sanitize-recipe",
+        help="print the sanitizer's pytest configuration for the installed SGLang",
         add_help=False,
     )
     return parser
@@ -562,6 +568,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["demo"]:
         return _demo(argv[1:])
+    if argv[:1] == ["sanitize-recipe"]:
+        from swacheck.runtime.recipe import main as recipe_main  # imports torch: not before
+
+        return recipe_main(argv[1:])
     args = _build_parser().parse_args(_split_add_noqa(argv))
     try:
         if args.command in ("audit", "check"):

@@ -53,7 +53,10 @@ class Config:
     # holders and the KV writes of a pool's SWA sub-pool.
     cache_attributes: tuple[str, ...] = ("cached_loc",)
     cache_model: str = "auto"
-    runtime_swa_loc_dtypes: tuple[str, ...] = ()
+    # The shapes of ``swa-loc-dtype`` (``"auto"``, a dtype, a table by role
+    # ``{ write = "int64", page-table = "int32" }``) or a list of dtypes every role may
+    # have; empty: ``swa-loc-dtype`` (see ``swacheck.runtime.dtype_roles``).
+    runtime_swa_loc_dtypes: Any = ()
     check_translate_dtype: bool = False
     replay_methods: tuple[str, ...] = ("replay", "execute")
     capture_methods: tuple[str, ...] = ("capture",)
@@ -107,12 +110,7 @@ class Config:
                 f"swa-loc-dtype: expected one of {', '.join(INTEGER_DTYPES)}, "
                 f"got {self.swa_loc_dtype!r}"
             )
-        for dtype in self.runtime_swa_loc_dtypes:
-            if dtype not in INTEGER_DTYPES:
-                raise ConfigError(
-                    f"runtime-swa-loc-dtypes: expected some of {', '.join(INTEGER_DTYPES)}, "
-                    f"got {dtype!r}"
-                )
+        _check_dtype_spec("runtime-swa-loc-dtypes", self.runtime_swa_loc_dtypes)
         if self.cache_model not in CACHE_MODELS:
             raise ConfigError(
                 f"cache-model: expected one of {', '.join(CACHE_MODELS)}, got {self.cache_model!r}"
@@ -134,6 +132,38 @@ class Config:
                 value = sorted(value.items())
             parts.append(f"{f.name}={value!r}")
         return ";".join(parts)
+
+
+# The roles of SWA locations a dtype table may name, and what each value may be.
+DTYPE_ROLES = ("write", "page-table")
+_DTYPE_VALUES = ("auto", *INTEGER_DTYPES)
+
+
+def _check_dtype_spec(key: str, value: Any) -> None:
+    """A dtype contract: ``"auto"``, a dtype, a list of dtypes, or a table by role whose
+    values are any of those (``{ write = "int64", page-table = "int32" }``)."""
+    if isinstance(value, Mapping):
+        for role, inner in value.items():
+            if role not in DTYPE_ROLES:
+                raise ConfigError(f"{key}: unknown role {role!r} (roles: {', '.join(DTYPE_ROLES)})")
+            if isinstance(inner, Mapping):
+                raise ConfigError(f"{key}.{role}: expected a dtype or a list of dtypes")
+            _check_dtype_spec(f"{key}.{role}", inner)
+        return
+    names = (value,) if isinstance(value, str) else value
+    if not isinstance(names, (tuple, list)):
+        raise ConfigError(f"{key}: expected a dtype, a list or a table, got {value!r}")
+    for name in names:
+        allowed = _DTYPE_VALUES if isinstance(value, str) else INTEGER_DTYPES
+        if name not in allowed:
+            raise ConfigError(f"{key}: expected one of {', '.join(allowed)}, got {name!r}")
+
+
+def _dtype_spec(value: Any) -> Any:
+    """A dtype contract as the configuration keeps it (lists as tuples)."""
+    if isinstance(value, Mapping):
+        return {role: _dtype_spec(inner) for role, inner in value.items()}
+    return tuple(value) if isinstance(value, list) else value
 
 
 _DEFAULTS = Config()
@@ -159,7 +189,10 @@ def config_from_table(table: Mapping[str, Any], source: Path | None = None) -> C
             raise ConfigError(f"unknown configuration key {key!r} (known keys: {known})")
         name = _KEYS[key].name
         default = getattr(_DEFAULTS, name)
-        if key in _STRING_LIST_KEYS:
+        if key == "runtime-swa-loc-dtypes":
+            _check_dtype_spec(key, value)
+            values[name] = _dtype_spec(value)
+        elif key in _STRING_LIST_KEYS:
             values[name] = _string_list(key, value)
         elif key == "per-file-ignores":
             if not isinstance(value, dict):

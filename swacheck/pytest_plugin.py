@@ -13,7 +13,10 @@ says so once per class. A violation fails the test with its kind, the invariant 
 words and where it happened in the engine's code (the sanitizer's own frames are left
 out of the traceback); the session ends with one summary line (also under
 pytest-xdist, whose workers send their tallies to the controller), and a warning when
-it sanitized tests but watched nothing.
+it sanitized tests but watched nothing. ``--swa-sanitize-report=html`` also writes the
+violations as a self-contained HTML page, each with a picture of the batch it is about
+(``swa-sanitizer-report.html`` beside the JUnit XML report, else in the root folder; or
+``--swa-sanitize-report=PATH.html``).
 
 Tensor-parallel code is tested through the ``swa_sanitize_ranks`` fixture: it runs a
 function on N ranks under torchrun, each rank under its own sanitizer at the test's
@@ -29,8 +32,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import tempfile
 from collections import Counter
 from collections.abc import Callable, Generator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -40,6 +46,10 @@ if TYPE_CHECKING:
 
 OPTION = "--swa-sanitize"
 ACTION_OPTION = "--swa-sanitize-action"
+REPORT_OPTION = "--swa-sanitize-report"
+REPORT_NAME = "swa-sanitizer-report.html"
+# Violations a session keeps for the HTML report (the first ones, in test order).
+MAX_REPORTED = 200
 MARKER = "swa_sanitize"
 FIXTURE = "swa_sanitizer"
 RANKS_FIXTURE = "swa_sanitize_ranks"
@@ -57,6 +67,12 @@ CACHE_MODELS = ("none", "memoising", "attribute")
 _SANITIZER = pytest.StashKey["Sanitizer"]()
 _RANK_REPORTS = pytest.StashKey["list[SanitizerReport]"]()
 _STATS = pytest.StashKey["SessionStats"]()
+_CLASSES = pytest.StashKey["list[tuple[Any, type]]"]()
+_REPORT_WRITTEN = pytest.StashKey[Path]()
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 class SessionStats:
@@ -70,6 +86,8 @@ class SessionStats:
         self.watched: Counter[str] = Counter()
         self.left_alone: Counter[str] = Counter()
         self.failed: list[str] = []
+        # (test, violation as its dict): the first MAX_REPORTED, for the HTML report.
+        self.violations: list[tuple[str, dict[str, Any]]] = []
 
     def add_report(self, nodeid: str, report: Any, *rank_reports: Any) -> None:
         """One sanitized test: its own report, plus the merged reports of its ranked runs."""
@@ -80,6 +98,8 @@ class SessionStats:
             self.counts.update({k: n for k, n in r.counts.items() if n})
             self.watched.update(r.watched)
             self.left_alone.update(r.left_alone)
+            for violation in r.violations[: MAX_REPORTED - len(self.violations)]:
+                self.violations.append((nodeid, violation.to_dict()))
         if any(r.total_violations for r in (report, *rank_reports)):
             self.failed.append(nodeid)
 
@@ -93,6 +113,7 @@ class SessionStats:
                 "watched": dict(self.watched),
                 "left_alone": dict(self.left_alone),
                 "failed": self.failed,
+                "violations": self.violations,
             }
         )
 
@@ -105,6 +126,8 @@ class SessionStats:
         self.watched.update(data["watched"])
         self.left_alone.update(data["left_alone"])
         self.failed += data["failed"]
+        room = MAX_REPORTED - len(self.violations)
+        self.violations += [(test, v) for test, v in data.get("violations", [])[:room]]
 
     def summary_lines(self) -> list[str]:
         """The summary line, then what the user should know about what was watched."""
@@ -113,8 +136,9 @@ class SessionStats:
         total = sum(self.counts.values())
         watched = ", ".join(f"{n} {role}" for role, n in sorted(self.watched.items()))
         lines = [
-            f"swa-sanitizer ({levels}): {self.tests} tests sanitized, {self.checks} checks, "
-            f"{total} violations" + (f" ({found})" if found else "")
+            f"swa-sanitizer ({levels}): {_plural(self.tests, 'test')} sanitized, "
+            f"{_plural(self.checks, 'check')}, {_plural(total, 'violation')}"
+            + (f" ({found})" if found else "")
         ]
         if watched:
             lines.append(f"swa-sanitizer: watched {watched}")
@@ -147,6 +171,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="raise: a violation fails the test (default); log: count and log only",
     )
+    group.addoption(
+        REPORT_OPTION,
+        default=None,
+        metavar="html|PATH.html",
+        help="also write the violations as a self-contained HTML page, each with a picture "
+        f"of its batch: html writes {REPORT_NAME} beside the --junitxml report (else in the "
+        "root folder), PATH.html writes there",
+    )
     parser.addini(INI_LEVEL, "default --swa-sanitize level (off, fast, full)", default="off")
     parser.addini(INI_ACTION, "default --swa-sanitize-action (raise, log)", default="raise")
     parser.addini(
@@ -174,18 +206,35 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"{INI_ACTION}: expected raise or log, got {action!r}")
     if level != "off" and not _torch_available():
         raise pytest.UsageError(f"{OPTION}={level} needs torch: pip install 'swacheck[runtime]'")
+    report = config.getoption(REPORT_OPTION)
+    if report is not None and report != "html" and not report.endswith(".html"):
+        raise pytest.UsageError(f"{REPORT_OPTION}: expected html or a PATH.html, got {report!r}")
+    if report is not None and not _torch_available():
+        raise pytest.UsageError(f"{REPORT_OPTION} needs torch: pip install 'swacheck[runtime]'")
     if level != "off":
-        _parse_class_specs(config)
+        _watched_classes(config)
 
 
-def _parse_class_specs(config: pytest.Config) -> list[Any]:
-    """The ini option's entries, parsed (a usage error naming a bad one)."""
-    from swacheck.runtime.class_spec import parse_class_spec
+def _watched_classes(config: pytest.Config) -> list[tuple[Any, type]]:
+    """The ini option's entries (``auto``: the installed SGLang's recipe), parsed and
+    loaded once per session: a usage error naming the first bad one. Called at
+    configuration when the session sanitizes, else by the first sanitized test."""
+    cached = config.stash.get(_CLASSES, None)
+    if cached is not None:
+        return cached
+    from swacheck.runtime.class_spec import load_class_specs
 
     try:
-        return [parse_class_spec(spec) for spec in config.getini(INI_CLASSES)]
+        loaded = load_class_specs(config.getini(INI_CLASSES))
     except ValueError as exc:
         raise pytest.UsageError(f"{INI_CLASSES}: {exc}") from None
+    config.stash[_CLASSES] = loaded
+    return loaded
+
+
+def _class_specs(config: pytest.Config) -> list[str]:
+    """The entries as watched (``auto`` expanded), for ranks started by torchrun."""
+    return [parsed.text for parsed, _ in _watched_classes(config)]
 
 
 def _torch_available() -> bool:
@@ -222,12 +271,13 @@ def _settings(item: pytest.Item) -> tuple[str, str] | None:
 
 
 def _watch_classes(item: pytest.Item, san: Sanitizer) -> None:
-    """Watch the classes the ini option names (a usage error naming a bad entry)."""
-    for parsed in _parse_class_specs(item.config):
-        try:
-            cls = parsed.load()
-        except (ValueError, ImportError, AttributeError) as exc:
-            raise pytest.UsageError(f"{INI_CLASSES}: {exc}") from None
+    """Watch the classes the ini option names. A bad entry found only now (a session
+    sanitizing by marker or fixture alone) ends the session as a usage error."""
+    try:
+        loaded = _watched_classes(item.config)
+    except pytest.UsageError as exc:
+        pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
+    for parsed, cls in loaded:
         san.watch_class(cls, parsed.role, cache=parsed.cache)
 
 
@@ -286,7 +336,7 @@ def swa_sanitize_ranks(request: pytest.FixtureRequest) -> Callable[..., Sanitize
             nprocs,
             level=level,
             action=action,
-            watch_classes=item.config.getini(INI_CLASSES),
+            watch_classes=_class_specs(item.config),
             timeout_s=timeout,
             cwd=item.config.rootpath,
         )
@@ -322,6 +372,18 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
             item.add_report_section("call", "swa-sanitizer", san.report().to_text())
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A violation's line in the short test summary leads with its kind: pytest cuts
+    that line at the terminal's width, which the exception's module path alone fills."""
+    report = yield
+    violation = getattr(getattr(call.excinfo, "value", None), "violation", None)
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if report.failed and crash is not None and hasattr(violation, "headline"):
+        crash.message = violation.headline()
+    return report
+
+
 @pytest.hookimpl(wrapper=True, trylast=True)
 def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
     try:
@@ -337,9 +399,49 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    workeroutput = getattr(session.config, "workeroutput", None)
+    config = session.config
+    workeroutput = getattr(config, "workeroutput", None)
     if workeroutput is not None:
-        workeroutput[XDIST_KEY] = session.config.stash[_STATS].to_json()
+        workeroutput[XDIST_KEY] = config.stash[_STATS].to_json()
+        return
+    path = _report_path(config)
+    if path is not None:
+        _write_report(path, config.stash[_STATS])
+        config.stash[_REPORT_WRITTEN] = path
+
+
+def _report_path(config: pytest.Config) -> Path | None:
+    """Where ``--swa-sanitize-report`` writes (``None``: it was not asked for)."""
+    value = config.getoption(REPORT_OPTION)
+    if value is None:
+        return None
+    if value != "html":
+        return config.invocation_params.dir / value
+    junit = getattr(config.option, "xmlpath", None)
+    folder = (config.invocation_params.dir / junit).parent if junit else config.rootpath
+    return folder / REPORT_NAME
+
+
+def _write_report(path: Path, stats: SessionStats) -> None:
+    """The HTML page, written whole (a temporary file renamed over the old page)."""
+    from swacheck.runtime.html_report import render
+    from swacheck.runtime.violations import Violation
+
+    entries = [(test, Violation.from_dict(data)) for test, data in stats.violations]
+    total = sum(stats.counts.values())
+    summary = stats.summary_lines()
+    if total > len(entries):
+        summary.append(f"(the first {len(entries)} of {total} violations are shown)")
+    page = render("swa-sanitizer report", summary, entries)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(page)
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -351,7 +453,11 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    stats = terminalreporter.config.stash[_STATS]
+    config = terminalreporter.config
+    stats = config.stash[_STATS]
     if stats.tests:
         for line in stats.summary_lines():
             terminalreporter.write_line(line, yellow=line.startswith("swa-sanitizer: WARNING"))
+    written = config.stash.get(_REPORT_WRITTEN, None)
+    if written is not None:
+        terminalreporter.write_line(f"swa-sanitizer: report written to {written}")

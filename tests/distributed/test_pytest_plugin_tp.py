@@ -55,12 +55,12 @@ def test_two_rank_tests_under_the_plugin(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*StaleTranslationError: [[]swa-sanitizer[]] stale-translation (I2: *) on rank 0*",
+            "*StaleTranslationError: stale-translation on rank 0: *",
             "*swa-sanitizer, 2 ranks*",
             "swa-sanitizer (fast, 2 ranks): * checks, 2 violations (stale-translation: 2)",
             "*rank 0: stale-translation: 1; ended by StaleTranslationError*",
             "*rank 1: stale-translation: 1; ended by StaleTranslationError*",
-            "*stale-translation (I2: *) on rank 1 at *",
+            "*stale-translation on rank 1: *",
             "*swa-sanitizer (fast): 2 tests sanitized, * checks, 2 violations "
             "(stale-translation: 2)",
         ]

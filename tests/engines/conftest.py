@@ -9,12 +9,19 @@ fixture) as JSON lines, the source of the runtime section of docs/real-world.md.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
+
+# SGLang's Triton kernels (a backend's replay metadata) run on the CPU under Triton's
+# interpreter, which must be chosen before triton is first imported.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 sys.path.insert(0, str(Path(__file__).parent))
 

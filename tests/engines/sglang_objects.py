@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import inspect
+from collections import defaultdict
 from types import SimpleNamespace
 from typing import Any
 
@@ -19,13 +20,10 @@ SIZE, SIZE_SWA = 64, 32
 HEADS, HEAD_DIM = 2, 8
 SWA_LAYERS, FULL_LAYERS = (0, 2), (1, 3)
 
-# The configuration per release line (docs/sanitizing-sglang.md): from 0.5.13 on, SGLang
-# translates SWA locations to int64 (the mapping's dtype) and consumes them as such.
-INT64_LINE = Config(runtime_swa_loc_dtypes=("int32", "int64"))
-
-
-def config_for(version: str) -> Config:
-    return INT64_LINE if version_tuple(version) >= (0, 5, 13) else Config()
+# Every release runs with the default configuration: the dtype contract is ``auto``,
+# each role's convention inferred from the release itself (int32 to 0.5.12; from 0.5.13
+# int64 write indices, the translation's dtype), so no release line lists exceptions.
+DEFAULT = Config()
 
 
 def version_tuple(version: str) -> tuple[int, ...]:
@@ -92,6 +90,27 @@ def write_kv(release: Any, pool: Any, layer_id: int, locs: torch.Tensor) -> None
     (write_loc,) = release.load("sglang.srt.mem_cache.memory_pool", "KVWriteLoc")
     swa = pool.translate_loc_from_full_to_swa(locs) if layer_id in SWA_LAYERS else None
     pool.set_kv_buffer(layer(layer_id), write_loc(locs, swa_loc=swa), cache, cache)
+
+
+def write_kv_as_given(release: Any, pool: Any, layer_id: int, locs: torch.Tensor, swa: Any) -> None:
+    """One layer's KV write whose SWA location is ``swa``, handed over the way the
+    release's callers hand it: the per-batch ``set_swa_loc`` (to 0.5.12: the model runner
+    sets the batch's ``out_cache_loc_swa`` on the pool before the forward), ``swa_loc=``
+    (0.5.13) or a ``KVWriteLoc`` (0.5.14+). How a bug gets there differs by era; what the
+    SWA sub-pool's write receives is the same."""
+    cache = torch.randn(locs.numel(), HEADS, HEAD_DIM, dtype=torch.float16)
+    params = inspect.signature(pool.set_kv_buffer).parameters
+    if "swa_loc" in params:
+        pool.set_kv_buffer(layer(layer_id), locs, cache, cache, swa_loc=swa)
+    elif "loc_info" in params:
+        (write_loc,) = release.load("sglang.srt.mem_cache.memory_pool", "KVWriteLoc")
+        pool.set_kv_buffer(layer(layer_id), write_loc(locs, swa_loc=swa), cache, cache)
+    else:
+        pool.set_swa_loc(swa)
+        try:
+            pool.set_kv_buffer(layer(layer_id), locs, cache, cache)
+        finally:
+            pool.set_swa_loc(None)
 
 
 def churn(release: Any, pool: Any, allocator: Any, steps: int = 40) -> int:
@@ -325,3 +344,92 @@ def decode_batch(release: Any, raw_bs: int, swa: bool = False) -> SimpleNamespac
     batch.input_embeds = None
     batch.needs_forward_metadata_init = lambda: True
     return batch
+
+
+def runner_input_buffers(release: Any, module: Any) -> dict[str, Any]:
+    """The runner's input buffers as its ``__init__`` makes them: ``DecodeInputBuffers``
+    (0.5.11-0.5.12.post1), or (0.5.13) a namespace of buffers adopted by a
+    ``CudaGraphBufferRegistry``."""
+    if not hasattr(module, "build_decode_registry"):
+        return {"buffers": decode_input_buffers(release, max_bs=4)}
+    buffers = module._allocate_decode_buffers(
+        device="cpu",
+        max_bs=4,
+        max_num_token=4,
+        hidden_size=8,
+        vocab_size=16,
+        dtype=torch.float16,
+        dp_size=1,
+        pp_size=1,
+        is_encoder_decoder=False,
+        require_mlp_tp_gather=False,
+        seq_len_fill_value=1,
+        encoder_len_fill_value=0,
+        num_tokens_per_bs=1,
+        cache_loc_dtype=torch.int64,
+        enable_mamba_track=False,
+    )
+    registry = module.build_decode_registry(
+        device="cpu",
+        max_bs=4,
+        max_num_token=4,
+        seq_len_fill_value=1,
+        cache_loc_dtype=torch.int64,
+        source=buffers,
+    )
+    return {"buffers": buffers, "buffer_registry": registry}
+
+
+def bare_cuda_graph_runner(release: Any, monkeypatch: Any) -> Any:
+    """0.5.11-0.5.13: a real ``CudaGraphRunner`` (its ``can_run``, ``replay`` and
+    ``replay_prepare``) over real input buffers, built without its ``__init__`` (which
+    captures on a GPU), batches up to 4 requests.
+    The attention backend and the captured graphs are stand-ins; the expert-parallel
+    group ``replay_prepare`` asks about does not exist in a CPU test."""
+    module = importlib.import_module("sglang.srt.model_executor.cuda_graph_runner")
+    monkeypatch.setattr(module, "enable_num_token_non_padded", lambda *args: False)
+    (runner_cls,) = release.load(module.__name__, "CudaGraphRunner")
+    (hidden, mode) = release.load(
+        "sglang.srt.model_executor.forward_batch_info", "CaptureHiddenMode", "ForwardMode"
+    )
+    (logits,) = release.load("sglang.srt.layers.logits_processor", "LogitsProcessorOutput")
+    runner = object.__new__(runner_cls)
+    runner.__dict__.update(
+        **runner_input_buffers(release, module),
+        capture_bs=[1, 4],
+        max_bs=4,
+        disable_padding=False,
+        require_mlp_sync=False,
+        num_tokens_per_bs=1,
+        seq_len_fill_value=1,
+        require_gathered_buffer=False,
+        require_mlp_tp_gather=False,
+        nsa_enable_prefill_cp=False,
+        enable_two_batch_overlap=False,
+        enable_pdmux=False,
+        is_encoder_decoder=False,
+        is_dllm=False,
+        record_nolora_graph=False,
+        capture_hidden_mode=hidden.NULL,
+        capture_forward_mode=mode.DECODE,
+        deepep_adapter=SimpleNamespace(replay=lambda: None),
+        attn_backend=SimpleNamespace(
+            init_forward_metadata_replay_cuda_graph=lambda *a, **k: None,
+            init_forward_metadata_out_graph=lambda *a, **k: None,
+        ),
+        model_runner=SimpleNamespace(
+            server_args=SimpleNamespace(enable_return_hidden_states=False),
+            spec_algorithm=SimpleNamespace(
+                **{
+                    f"is_{name}": lambda: False
+                    for name in ("dflash", "eagle", "standalone", "ngram")
+                }
+            ),
+            is_draft_worker=False,
+            hisparse_coordinator=None,
+            device_timer=None,
+        ),
+        graphs=defaultdict(lambda: SimpleNamespace(replay=lambda: None)),
+        output_buffers=defaultdict(lambda: logits(next_token_logits=torch.zeros(4, 16))),
+    )
+    return runner

@@ -15,7 +15,8 @@ three import hooks, for as long as it is active:
 - **stubs for missing third-party modules**, imported from SGLang's own files only
   (``orjson``, ``sgl_kernel``, ``transformers`` ...): permissive stand-ins whose every
   attribute is a class that can be called, subclassed, indexed and used as a
-  decorator, all falsy (so feature switches read from them are off).
+  decorator, all falsy (so feature switches read from them are off); ``msgspec``'s
+  ``Struct`` behaves as the record base 0.5.23's KV index translator builds on.
 
 Every SGLang module that imports is the release's own, unmodified; the classes under
 test are checked to come from the wheel. Leaving the context removes the hooks and
@@ -101,6 +102,30 @@ def stub_class(name: str) -> type:
             ),
         },
     )
+
+
+class Struct:
+    """A stand-in for ``msgspec.Struct`` (SGLang 0.5.23's ``IdSpace``, ``KVIndexTable``):
+    a record whose fields are its class annotations, set from positional and keyword
+    arguments, defaults from the class. msgspec's validation and encoding are not needed
+    by the classes under test; its record behaviour is."""
+
+    def __init_subclass__(cls, **options: Any) -> None:
+        super().__init_subclass__()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        names: list[str] = []
+        for klass in reversed(type(self).__mro__):
+            names += [n for n in getattr(klass, "__annotations__", {}) if n not in names]
+        for name, value in zip(names, args, strict=False):
+            object.__setattr__(self, name, value)
+        for name in names[len(args) :]:
+            value = kwargs[name] if name in kwargs else getattr(type(self), name)
+            object.__setattr__(self, name, value)
+
+
+# Missing third-party modules whose stand-in must behave, not only import: by name.
+BEHAVING_STANDINS = {"msgspec": {"Struct": Struct}}
 
 
 class StubModule(types.ModuleType):
@@ -246,6 +271,8 @@ class _MissingThirdParty(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         self.release.stubbed.append(spec.name)
         module = StubModule(spec.name)
         module.__path__ = []
+        for name, value in BEHAVING_STANDINS.get(spec.name, {}).items():
+            setattr(module, name, value)
         return module
 
     def exec_module(self, module: types.ModuleType) -> None:

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import importlib
 import re
-from collections import defaultdict
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import torch
 from sglang_objects import (
-    config_for,
+    DEFAULT,
+    bare_cuda_graph_runner,
     decode_batch,
     decode_input_buffers,
     decode_runner,
@@ -64,9 +63,7 @@ def test_decode_input_buffers_alone(sglang: Release, level: str, figures: Any) -
     """Recognised as input buffers by their populate method; 0.5.11's bug caught: the
     padded tail of ``out_cache_loc_swa`` and its int64 allocation; 0.5.12 clean."""
     buffers = decode_input_buffers(sglang, max_bs=4)
-    report = sanitized(
-        level, config_for(sglang.version), lambda: padded_populates(buffers), buffers
-    )
+    report = sanitized(level, DEFAULT, lambda: padded_populates(buffers), buffers)
     figures("DecodeInputBuffers padded populate", report)
     assert report.watched == {"input-buffers": 1}
     assert report.checks[PADDING_NOT_ZEROED] > 0 and report.checks[SWA_LOC_DTYPE] > 0
@@ -88,7 +85,7 @@ def test_padding_bug_raises_at_both_levels(sglang: Release) -> None:
     allocation, a property of the buffer rather than of a call, at the safe point after."""
     for level in LEVELS:
         buffers = decode_input_buffers(sglang, max_bs=4)
-        with Sanitizer(level=level, action="raise", config=config_for(sglang.version)) as san:
+        with Sanitizer(level=level, action="raise", config=DEFAULT) as san:
             san.watch(buffers)
             populate(buffers, raw_bs=4, bs=4)
             with pytest.raises(PaddingNotZeroedError, match="out_cache_loc_swa"):
@@ -105,94 +102,12 @@ def test_speculative_tails_are_token_counts(sglang: Release, level: str) -> None
     """Two tokens per request (speculative verify): raw 3 requests padded to 4 leave the
     token tail [6:8]; 0.5.11 leaves the previous batch's slots there, 0.5.12 zeroes it."""
     buffers = decode_input_buffers(sglang, max_bs=4, tokens_per_request=2)
-    report = sanitized(
-        level, config_for(sglang.version), lambda: padded_populates(buffers, 2), buffers
-    )
+    report = sanitized(level, DEFAULT, lambda: padded_populates(buffers, 2), buffers)
     assert report.checks[PADDING_NOT_ZEROED] > 0
     if sglang.version == "0.5.11":
         assert report.counts[PADDING_NOT_ZEROED] >= 1, report.to_text()
     else:
         assert report.ok, report.to_text()
-
-
-def runner_input_buffers(release: Release, module: Any) -> dict[str, Any]:
-    """The runner's input buffers as its ``__init__`` makes them: ``DecodeInputBuffers``
-    (0.5.11-0.5.12.post1), or (0.5.13) a namespace of buffers adopted by a
-    ``CudaGraphBufferRegistry``."""
-    if not hasattr(module, "build_decode_registry"):
-        return {"buffers": decode_input_buffers(release, max_bs=4)}
-    buffers = module._allocate_decode_buffers(
-        device="cpu",
-        max_bs=4,
-        max_num_token=4,
-        hidden_size=8,
-        vocab_size=16,
-        dtype=torch.float16,
-        dp_size=1,
-        pp_size=1,
-        is_encoder_decoder=False,
-        require_mlp_tp_gather=False,
-        seq_len_fill_value=1,
-        encoder_len_fill_value=0,
-        num_tokens_per_bs=1,
-        cache_loc_dtype=torch.int64,
-        enable_mamba_track=False,
-    )
-    registry = module.build_decode_registry(
-        device="cpu",
-        max_bs=4,
-        max_num_token=4,
-        seq_len_fill_value=1,
-        cache_loc_dtype=torch.int64,
-        source=buffers,
-    )
-    return {"buffers": buffers, "buffer_registry": registry}
-
-
-def bare_cuda_graph_runner(release: Release, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """0.5.11-0.5.13: a real ``CudaGraphRunner`` (its ``replay`` and ``replay_prepare``)
-    over real input buffers, built without its ``__init__`` (which captures on a GPU).
-    The attention backend and the captured graphs are stand-ins; the expert-parallel
-    group ``replay_prepare`` asks about does not exist in a CPU test."""
-    module = importlib.import_module("sglang.srt.model_executor.cuda_graph_runner")
-    monkeypatch.setattr(module, "enable_num_token_non_padded", lambda *args: False)
-    (runner_cls,) = release.load(module.__name__, "CudaGraphRunner")
-    (hidden, mode) = release.load(
-        "sglang.srt.model_executor.forward_batch_info", "CaptureHiddenMode", "ForwardMode"
-    )
-    (logits,) = release.load("sglang.srt.layers.logits_processor", "LogitsProcessorOutput")
-    runner = object.__new__(runner_cls)
-    runner.__dict__.update(
-        **runner_input_buffers(release, module),
-        capture_bs=[1, 4],
-        num_tokens_per_bs=1,
-        seq_len_fill_value=1,
-        require_gathered_buffer=False,
-        require_mlp_tp_gather=False,
-        nsa_enable_prefill_cp=False,
-        enable_two_batch_overlap=False,
-        enable_pdmux=False,
-        is_encoder_decoder=False,
-        is_dllm=False,
-        record_nolora_graph=False,
-        capture_hidden_mode=hidden.NULL,
-        capture_forward_mode=mode.DECODE,
-        deepep_adapter=SimpleNamespace(replay=lambda: None),
-        attn_backend=SimpleNamespace(
-            init_forward_metadata_replay_cuda_graph=lambda *a, **k: None,
-            init_forward_metadata_out_graph=lambda *a, **k: None,
-        ),
-        model_runner=SimpleNamespace(
-            server_args=SimpleNamespace(enable_return_hidden_states=False),
-            spec_algorithm=SimpleNamespace(is_dflash=lambda: False),
-            is_draft_worker=False,
-            hisparse_coordinator=None,
-            device_timer=None,
-        ),
-        graphs=defaultdict(lambda: SimpleNamespace(replay=lambda: None)),
-        output_buffers=defaultdict(lambda: logits(next_token_logits=torch.zeros(4, 16))),
-    )
-    return runner
 
 
 def replays(release: Release, runner: Any) -> None:
@@ -218,7 +133,7 @@ def test_cuda_graph_runner_replay(
     sglang: Release, level: str, monkeypatch: pytest.MonkeyPatch, figures: Any
 ) -> None:
     runner = bare_cuda_graph_runner(sglang, monkeypatch)
-    report = sanitized(level, config_for(sglang.version), lambda: replays(sglang, runner), runner)
+    report = sanitized(level, DEFAULT, lambda: replays(sglang, runner), runner)
     figures("CudaGraphRunner.replay", report)
     assert report.watched == {"graph-runner": 1}
     assert report.checks[PADDING_NOT_ZEROED] > 0
@@ -253,10 +168,8 @@ def test_decode_cuda_graph_runner_is_recognised_and_clean(
     quiet_process_groups(monkeypatch)
     buffers, registry = registry_input_buffers(sglang, max_bs=4)
     runner = decode_runner(sglang, buffers, registry, capture_bs=(1, 4))
-    assert (
-        role_of_class(type(runner).__mro__[1], config_for(sglang.version)).value == "graph-runner"
-    )
-    report = sanitized(level, config_for(sglang.version), lambda: executes(sglang, runner), runner)
+    assert role_of_class(type(runner).__mro__[1], DEFAULT).value == "graph-runner"
+    report = sanitized(level, DEFAULT, lambda: executes(sglang, runner), runner)
     figures("DecodeCudaGraphRunner.execute", report)
     assert report.ok, report.to_text()
     assert report.watched == {"graph-runner": 1}

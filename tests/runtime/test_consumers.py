@@ -50,7 +50,8 @@ def test_swa_location_in_a_holder_and_at_the_subpool(level: str) -> None:
     pool = HybridPool()
     locs = torch.tensor([1, 2, 3])
     cache = torch.ones(3, 2)
-    with Sanitizer(level=level, action="log") as san:
+    int32 = Config(runtime_swa_loc_dtypes="int32")
+    with Sanitizer(level=level, action="log", config=int32) as san:
         san.watch(pool)
         swa = pool.translate_loc_from_full_to_swa(locs)  # int64: fine until consumed
         assert san.report().ok

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from types import SimpleNamespace
 
 import pytest
@@ -94,6 +95,40 @@ def test_mapping_written_by_a_method_without_invalidation(toy: SimpleNamespace) 
         pool.translate_loc_from_full_to_swa(locs)
         with pytest.raises(UninvalidatedMappingWriteError, match=r"during ToyPool\.free"):
             pool.free(locs[:2])
+
+
+ON_NPU = False  # a platform flag, as SGLang's ``_is_npu``
+
+
+def test_mapping_write_named_among_the_lines_that_can_run(toy: SimpleNamespace) -> None:
+    """The report names the lines that can have written the mapping: a branch a module
+    flag rules out is left out; alternatives only the data decides are all named."""
+
+    class BranchingPool(toy.Pool):  # type: ignore[name-defined, misc]
+        def free(self, full: torch.Tensor) -> None:
+            if ON_NPU:
+                self.full_to_swa_index_mapping[full.long()] = 0  # npu
+            elif full.numel() > 4:
+                self.full_to_swa_index_mapping.index_fill_(0, full, 0)  # many
+            else:
+                self.full_to_swa_index_mapping[full] = 0  # few
+
+    pool = BranchingPool()
+    locs = pool.alloc(8)
+    with Sanitizer(level="fast", action="log") as san:
+        san.watch(pool)
+        pool.translate_loc_from_full_to_swa(locs)
+        pool.free(locs[:2])
+        (violation,) = san.report().violations
+    lines, start = inspect.getsourcelines(BranchingPool.free)
+    line = {
+        text.rsplit("# ", 1)[1].strip(): start + n for n, text in enumerate(lines) if "# " in text
+    }
+    assert "which writes it at one of 2 lines: " in violation.message
+    assert f":{line['many']} in free" in violation.message
+    assert f":{line['few']} in free" in violation.message
+    assert f":{line['npu']} in free" not in violation.message
+    assert violation.site.startswith(__file__)  # the caller: no single line to name
 
 
 def test_mapping_written_outside_any_method(toy: SimpleNamespace) -> None:
@@ -191,7 +226,8 @@ def test_translation_dtype_only_where_configured(toy: SimpleNamespace) -> None:
         san.watch(pool)
         assert pool.translate_loc_from_full_to_swa(locs).dtype == torch.int64
         assert san.report().ok
-    with Sanitizer(level="fast", config=Config(check_translate_dtype=True)) as san:
+    int32 = Config(check_translate_dtype=True, runtime_swa_loc_dtypes="int32")
+    with Sanitizer(level="fast", config=int32) as san:
         san.watch(pool)
         pool.invalidate_loc_cache()
         with pytest.raises(SWALocDtypeError, match=r"torch\.int64, expected torch\.int32"):

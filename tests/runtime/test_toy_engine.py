@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from swacheck.config import Config
 from swacheck.runtime import (
     CAPTURE_CACHE_POLLUTION,
     FORWARD_WITHOUT_INVALIDATION,
@@ -36,9 +37,13 @@ def serve(engine: SimpleNamespace, batch_cls: type, steps: int = 6) -> None:
             engine.pool.free(live.pop(0))
 
 
+SEED_ERA = Config(runtime_swa_loc_dtypes="int32")
+
+
 def run(toy: SimpleNamespace, bug: str, level: str) -> SanitizerReport:
     engine = toy.build(bug)
-    with Sanitizer(level=level, action="log") as san:
+    # The toy is of the seed era: every SWA location int32 (nothing to infer it from).
+    with Sanitizer(level=level, action="log", config=SEED_ERA) as san:
         san.watch_pool(engine.pool)
         san.watch_backend(engine.backend)
         san.watch_graph_runner(engine.graph_runner)
