@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from swacheck.catalogue import RuleSpec, spec_of
 from swacheck.config import Config
 from swacheck.discovery import Discovery, DiscoveryProblem, below
-from swacheck.engine.cache import ResultCache, facts_digest, project_digest, result_cache
+from swacheck.engine.cache import ResultCache, project_digest, result_cache
 from swacheck.engine.codes import ENGINE_CODES
 from swacheck.engine.facts_store import FactsRecord, FactsStore
 from swacheck.engine.fixer import fixable, write_atomic
@@ -225,9 +225,12 @@ class Workspace:
         # Answers of :meth:`excluded`, until a ``.gitignore`` is named changed.
         self._excluded: dict[Path, bool] = {}
         self._walk_problems: list[DiscoveryProblem] = []
-        self._facts = FactsStore(self._cache, self._scope)
+        bounds = (config.max_file_size, config.max_file_time)
+        self._facts = FactsStore(self._cache, self._scope, bounds)
         self._index: tuple[str, ProjectIndex] | None = None
-        self._outcomes: dict[str, CheckOutcome] = {}
+        # The last outcome of each file asked about (by key), with what it was keyed by:
+        # one per file, however many versions an editor sends.
+        self._outcomes: dict[str, tuple[str, CheckOutcome]] = {}
 
     @classmethod
     def for_paths(
@@ -361,6 +364,8 @@ class Workspace:
                 record = _RunRecord(tuple(result.findings), result.files_parsed, inactive)
                 self._cache.put(run_key, record)
         self._store_inventory(inventory)
+        if self._cache is not None and self._cache.problem:
+            result.warnings.append(self._cache.problem)
         result.files = {item.display: item.path for item in report.values()}
         return result
 
@@ -716,7 +721,7 @@ class Workspace:
                 first = firsts[source.number]
                 state = by_key[source.key].state
                 assert state is not None
-                records[source.key] = FactsRecord(state.digest, profile, first, facts_digest(first))
+                records[source.key] = self._facts.record(state.digest, profile, first)
             self._facts.put(records, missing)
         return records
 
@@ -757,8 +762,8 @@ class Workspace:
             if not item.report:
                 continue
             first = records[key].facts
+            ignored = ignored_for_path(self.config, sources[key].relative)
             if isinstance(first, Finding):
-                ignored = ignored_for_path(self.config, sources[key].relative)
                 if (
                     sources[key].relevant
                     and PARSE_ERROR_CODE in self.engine_codes
@@ -768,9 +773,11 @@ class Workspace:
                 continue
             assert item.state is not None
             keys[key] = (
-                f"{key}\0{item.state.digest}\0{sources[key].relative}\0{digest}\0{profile}\0{active_codes}"
+                f"{key}\0{item.state.digest}\0{sources[key].relative}\0{digest}\0{profile}"
+                f"\0{active_codes}\0{','.join(sorted(ignored))}"
             )
-            hit = self._outcomes.get(keys[key])
+            kept = self._outcomes.get(key)
+            hit = kept[1] if kept is not None and kept[0] == keys[key] else None
             if hit is None and self._cache is not None:
                 cached = self._cache.get(self._cache.key("findings", b"", keys[key]))
                 hit = cached if isinstance(cached, CheckOutcome) else None
@@ -783,8 +790,10 @@ class Workspace:
         for source in todo:
             outcome = checked[source.number]
             outcomes[source.key] = outcome
-            if not outcome.errors:
-                self._outcomes[keys[source.key]] = outcome
+            # An SWA999 here is a bound (max-file-time) run out: not kept, so that the
+            # findings of a file do not depend on the bounds.
+            if not outcome.errors and all(f.code != PARSE_ERROR_CODE for f in outcome.findings):
+                self._outcomes[source.key] = (keys[source.key], outcome)
                 if self._cache is not None:
                     self._cache.put(self._cache.key("findings", b"", keys[source.key]), outcome)
         for key, outcome in outcomes.items():
