@@ -50,7 +50,7 @@ from swacheck.discovery import Discovery, DiscoveryProblem, below
 from swacheck.engine.cache import ResultCache, project_digest, result_cache
 from swacheck.engine.codes import ENGINE_CODES
 from swacheck.engine.facts_store import FactsRecord, FactsStore
-from swacheck.engine.fixer import fixable, write_atomic
+from swacheck.engine.fixer import ChangedOnDisk, fixable, write_atomic
 from swacheck.engine.gc_pause import gc_paused
 from swacheck.engine.prefilter import Prefilter
 from swacheck.engine.project import (
@@ -837,7 +837,14 @@ class Workspace:
                 result.fixed_documents[item.display] = outcome.data
             else:
                 try:
-                    write_atomic(item.path, outcome.data)
+                    write_atomic(item.path, outcome.data, expected=source.data)
+                except ChangedOnDisk as exc:
+                    kept.extend(findings)
+                    if PARSE_ERROR_CODE in self.engine_codes:
+                        kept.append(_changed_on_disk(key))
+                    else:
+                        result.errors.append(f"{item.display}: {exc.strerror}; not fixed")
+                    continue
                 except OSError as exc:
                     result.errors.append(f"{item.display}: cannot write fix: {exc.strerror}")
                     kept.extend(findings)
@@ -875,6 +882,16 @@ class Workspace:
         if self._cache is not None and inventory.changed:
             inventory.changed = False
             self._cache.put(self._cache.key("inventory", b"", self._scope), inventory.stored())
+
+
+def _changed_on_disk(key: str) -> Finding:
+    """SWA999 for a file edited while ``--fix`` ran: its fixes were not written."""
+    position = Position(1, 0)
+    message = (
+        "File changed on disk during the run: its fixes were not written (the findings "
+        "shown are of the version read; run again)"
+    )
+    return Finding(PARSE_ERROR_CODE, message, key, position, position, noqa_row=None)
 
 
 def _inactive(code: str) -> str:
