@@ -270,7 +270,7 @@ def find_config_file(start: Path) -> Path | None:
     ``os.path`` tests, not ``Path``'s: those raise for a folder that cannot be searched,
     and an unreadable path is discovery's to report, not a crash here.
     """
-    start = start.resolve()
+    start = Path(os.path.realpath(start))  # not Path.resolve: it raises for a link loop
     for folder in [start, *start.parents] if os.path.isdir(start) else start.parents:
         candidate = folder / "pyproject.toml"
         if os.path.isfile(candidate):

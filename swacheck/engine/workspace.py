@@ -391,7 +391,7 @@ class Workspace:
         walk_problems: list[DiscoveryProblem] = []
         for given in paths:
             try:
-                os.lstat(given)
+                os.stat(given)  # a dangling symlink is as missing as a missing file
             except OSError as exc:
                 missing = _File(
                     self._key(given), str(given), report=True, display=display_path(given)
