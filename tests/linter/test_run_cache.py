@@ -428,3 +428,41 @@ def test_facts_of_a_wider_selection_give_a_narrower_one_its_own_findings(
         alone = audit("--no-cache", "--select", rule.code)
         assert audit("--select", rule.code) == alone, rule.code
         assert {f["code"] for f in alone} == {rule.code}
+
+
+def test_the_analysis_reads_no_key_its_cached_facts_are_not_keyed_by() -> None:
+    """Facts and the rules' declarations are cached under ``fingerprint("analysis")``:
+    no module of the analysis may read a key left out of it, but where the engine keys
+    what depends on it otherwise (the bounds: SWA999 records and uncached outcomes;
+    ``per-file-ignores``: a path's ignored codes in its findings' key)."""
+    import ast
+
+    from swacheck.config import NOT_FINDINGS, REPORTING
+
+    handled = {
+        "swacheck/engine/checker.py": {"max_file_time", "per_file_ignores"},
+        "swacheck/engine/shards.py": {"max_file_time", "max_file_size"},
+        "swacheck/engine/passes.py": {"max_file_size"},
+        "swacheck/engine/selection.py": {"per_file_ignores", "select", "extend_select", "ignore"},
+    }
+    modules = [
+        *(REPO / "swacheck" / "analysis").glob("*.py"),
+        *(REPO / "rules").glob("*.py"),
+        *(REPO / "swacheck" / "engine").glob("*.py"),
+        *(REPO / "swacheck" / name for name in ("rule.py", "order_rule.py", "context.py")),
+        REPO / "swacheck" / "catalogue.py",
+        REPO / "swacheck" / "triggers.py",
+    ]
+    left_out = set(NOT_FINDINGS) | set(REPORTING)
+    read = set()
+    for path in modules:
+        relative = path.relative_to(REPO).as_posix()
+        if relative in ("swacheck/engine/workspace.py", "swacheck/engine/cache.py"):
+            continue  # the engine's own bookkeeping (where the cache is, the bounds' keys)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr in left_out:
+                base = node.value
+                name = base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", "")
+                if name == "config" and node.attr not in handled.get(relative, ()):
+                    read.add(f"{relative}: config.{node.attr}")
+    assert not read
