@@ -180,7 +180,7 @@ def _enter(folder: _Dir, name: str, create: bool) -> _Dir:
     path, dir_fd = _at(folder, name)
     if create:
         with contextlib.suppress(FileExistsError):
-            os.mkdir(path, 0o755, dir_fd=dir_fd)
+            os.mkdir(path, 0o777, dir_fd=dir_fd)
     if not _AT:
         info = os.lstat(path)
         if not stat.S_ISDIR(info.st_mode):
@@ -209,6 +209,8 @@ class CacheFolder:
     def open(self, create: bool) -> _Dir:
         """The cache folder (its descriptor where it can be opened): raises ``OSError``
         (:class:`LinkRefused` for a link) if it is not there or cannot be made."""
+        if create and not self.parts:
+            os.makedirs(self.base, exist_ok=True)
         folder: _Dir = os.open(self.base, _DIRECTORY) if _AT else str(self.base)
         try:
             for part in self.parts:
@@ -226,21 +228,16 @@ def cache_folder(
 ) -> tuple[CacheFolder | None, str]:
     """Where the cache lives, or ``None`` and why it is not used.
 
-    ``user``: ``--cache-dir`` or ``SWACHECK_CACHE_DIR`` (the user's own say: used as
-    given, relative to the working directory). Else the configuration's ``cache-dir``,
-    relative to its folder (``base``, else the working directory, without one), which
-    must lie below that folder: a repository's configuration does not decide where the
-    user's files are written.
+    ``user``: ``--cache-dir`` or ``SWACHECK_CACHE_DIR``, the user's own say: taken as
+    given (relative to the working directory, links in it followed). Else the
+    configuration's ``cache-dir``, relative to the configuration's folder (without one:
+    ``base``, else the working directory), which must lie below that folder and is
+    reached without following a link: a repository does not decide where the user's
+    files are written. Nothing inside the cache folder is ever followed.
     """
-    cwd = os.getcwd()
     if user is not None:
-        target = os.path.abspath(user)
-        relative = os.path.relpath(target, cwd)
-        if _outside(relative):
-            folder = Path(target)
-            return CacheFolder(folder.parent, (folder.name,)), ""
-        return CacheFolder(Path(cwd), Path(relative).parts), ""
-    root = str(config.root or base or cwd)
+        return CacheFolder(Path(os.path.abspath(user)), ()), ""
+    root = str(config.root or base or os.getcwd())
     target = os.path.normpath(os.path.join(root, config.cache_dir))
     relative = os.path.relpath(target, root)
     if _outside(relative):
@@ -393,10 +390,12 @@ class ResultCache:
 
 
 def result_cache(
-    config: Config, folder: Path | None = None, *, read_only: bool = False
+    config: Config, folder: Path | CacheFolder | None = None, *, read_only: bool = False
 ) -> ResultCache:
-    """The cache under ``folder`` (the user's ``--cache-dir``) or the configuration's
-    ``cache-dir`` (see :func:`cache_folder`)."""
+    """The cache in ``folder`` (the user's ``--cache-dir``, or a location found by
+    :func:`cache_folder`) or where the configuration's ``cache-dir`` says."""
+    if isinstance(folder, CacheFolder):
+        return ResultCache(folder, config, read_only=read_only)
     location, problem = cache_folder(config, folder)
     return ResultCache(location, config, read_only=read_only, problem=problem)
 

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from swacheck.catalogue import RuleSpec, spec_of
 from swacheck.config import Config
 from swacheck.discovery import Discovery, DiscoveryProblem, below
-from swacheck.engine.cache import ResultCache, project_digest, result_cache
+from swacheck.engine.cache import CacheFolder, ResultCache, project_digest, result_cache
 from swacheck.engine.codes import ENGINE_CODES
 from swacheck.engine.facts_store import FactsRecord, FactsStore
 from swacheck.engine.fixer import ChangedOnDisk, fixable, write_atomic
@@ -180,7 +180,7 @@ class Workspace:
         engine_codes: frozenset[str] = DEFAULT_ENGINE_CODES,
         known_codes: Iterable[str] | None = None,
         cache: bool | Literal["read"] = True,
-        cache_dir: Path | None = None,
+        cache_dir: Path | CacheFolder | None = None,
         jobs: int = 1,
         prefilter: bool = True,
     ) -> None:

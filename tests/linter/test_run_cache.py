@@ -291,12 +291,15 @@ def test_a_configured_cache_dir_outside_the_project_is_not_used(
         assert "the cache is not used" in proc.stderr and "--cache-dir" in proc.stderr
         assert list(away.iterdir()) == [] and not (tmp_path / ".gitignore").exists()
     swacheck("audit", "--cache-dir", f"../{away.name}/flag", check_rc=1)
+    (tmp_path / "mine").symlink_to(away, target_is_directory=True)
+    swacheck("audit", "--cache-dir", "mine/linked", check_rc=1)  # the user's own link
     swacheck("audit", "--config", f"cache-dir = '{away / 'override'}'", check_rc=1)
     monkeypatch.setenv("SWACHECK_CACHE_DIR", str(away / "env"))
     assert f"Cache folder: {away / 'env'}" in swacheck("audit", "--show-settings").stdout
     swacheck("audit", check_rc=1)
-    assert sorted(p.name for p in away.iterdir()) == ["env", "flag", "override"]
-    assert all(entries(away / name) for name in ("env", "flag", "override"))
+    names = ["env", "flag", "linked", "override"]
+    assert sorted(p.name for p in away.iterdir()) == names
+    assert all(entries(away / name) for name in names)
 
 
 def test_a_configured_cache_dir_through_a_link_is_not_used(swacheck, tmp_path: Path) -> None:
