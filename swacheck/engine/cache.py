@@ -59,8 +59,8 @@ from swacheck.config import Config
 _GITIGNORE = "# Automatically created by swacheck.\n*\n"
 # The entries' layout: part of every signature, so an entry of another layout is a miss.
 FORMAT = "swacheck-cache-3"
-# What each kind of entry depends on beyond its key: the configuration keys
-# (:meth:`Config.fingerprint`'s scopes) and whether the enabled rule set.
+# What each kind of entry depends on beyond its key: which configuration keys (a scope
+# of :meth:`Config.fingerprint`), and whether the enabled rule set.
 DEPENDS: dict[str, tuple[str, bool]] = {
     "catalogue": ("analysis", False),
     "facts": ("analysis", False),

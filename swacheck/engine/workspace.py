@@ -772,8 +772,10 @@ class Workspace:
                     result.findings.append(first)
                 continue
             assert item.state is not None
+            # The file's path below the configuration's root matters through the codes
+            # ``per-file-ignores`` turns off for it only (a path given or walked to).
             keys[key] = (
-                f"{key}\0{item.state.digest}\0{sources[key].relative}\0{digest}\0{profile}"
+                f"{key}\0{item.state.digest}\0{digest}\0{profile}"
                 f"\0{active_codes}\0{','.join(sorted(ignored))}"
             )
             kept = self._outcomes.get(key)
