@@ -222,6 +222,9 @@ def _configuration(args: argparse.Namespace, paths: Sequence[Path]) -> Config:
             overrides.update(parse_override(value))
     if len(files) > 1:
         raise ConfigError(f"--config: one configuration file at most, got {len(files)}")
+    if "cache-dir" in overrides and args.cache_dir is None:
+        # The user's own say, as --cache-dir: it may lie outside the project.
+        args.cache_dir = Path(overrides["cache-dir"])
     return resolve_config(files[0] if files else None, paths, overrides)
 
 
@@ -436,7 +439,8 @@ def _show_settings(
     root = find_root(paths[0] if paths else Path("."))
     print(f"Settings path: {config.source or 'none (defaults)'}")
     print(f"Project root: {root or 'none (only the given files are the context)'}")
-    print(f"Cache folder: {result_cache(config, cache_dir).folder}")
+    cache = result_cache(config, cache_dir)
+    print(f"Cache folder: {cache.folder or f'none ({cache.problem})'}")
     print()
     print("[tool.swacheck]")
     for field in fields(config):

@@ -121,11 +121,19 @@ class Config:
         """The folder paths in ``exclude`` and ``per-file-ignores`` are relative to."""
         return self.source.parent if self.source else None
 
-    def fingerprint(self) -> str:
-        """A stable text of everything that changes findings (for the result cache)."""
+    def fingerprint(self, scope: str = "findings") -> str:
+        """A stable text of the keys a cached result depends on.
+
+        ``"findings"``: every key but :data:`NOT_FINDINGS` (an audit's findings);
+        ``"analysis"``: also without :data:`REPORTING` (a file's facts and the rules'
+        declarations: what the analysis of a file yields, whichever rules report).
+        A key missing from both lists (a new one) counts: forgetting one costs a cold
+        cache, never a stale one.
+        """
+        left_out = NOT_FINDINGS if scope == "findings" else NOT_FINDINGS + REPORTING
         parts = []
         for f in fields(self):
-            if f.name in ("source", "cache_dir"):
+            if f.name in left_out:
                 continue
             value = getattr(self, f.name)
             if isinstance(value, Mapping):
@@ -164,6 +172,37 @@ def _dtype_spec(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {role: _dtype_spec(inner) for role, inner in value.items()}
     return tuple(value) if isinstance(value, list) else value
+
+
+# Keys no finding depends on: where files are found (an audit's record lists its files),
+# where the cache is, and the runtime sanitizer's names (the linter never reads them).
+NOT_FINDINGS = (
+    "source",
+    "cache_dir",
+    "exclude",
+    "extend_exclude",
+    "respect_gitignore",
+    "cache_attributes",
+    "cache_model",
+    "runtime_swa_loc_dtypes",
+    "check_translate_dtype",
+    "replay_methods",
+    "capture_methods",
+    "capture_run_methods",
+    "populate_methods",
+    "kv_write_methods",
+)
+# Keys that decide which findings are reported, not what the analysis of a file yields
+# (the engine keys what depends on them otherwise: rule codes, a path's ignored codes,
+# a file's SWA999 for a bound).
+REPORTING = (
+    "select",
+    "extend_select",
+    "ignore",
+    "per_file_ignores",
+    "max_file_size",
+    "max_file_time",
+)
 
 
 _DEFAULTS = Config()
@@ -264,7 +303,7 @@ def find_config_file(start: Path) -> Path | None:
     ``os.path`` tests, not ``Path``'s: those raise for a folder that cannot be searched,
     and an unreadable path is discovery's to report, not a crash here.
     """
-    start = start.resolve()
+    start = Path(os.path.realpath(start))  # not Path.resolve: it raises for a link loop
     for folder in [start, *start.parents] if os.path.isdir(start) else start.parents:
         candidate = folder / "pyproject.toml"
         if os.path.isfile(candidate):

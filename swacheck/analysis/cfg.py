@@ -511,6 +511,11 @@ _CACHE: OrderedDict[int, tuple[cst.CSTNode, CFG]] = OrderedDict()
 _CACHE_SIZE = 50_000
 
 
+def forget_cfgs() -> None:
+    """Let go of the memoised CFGs (and the trees they hold) once an audit is over."""
+    _CACHE.clear()
+
+
 def cfg_for(function: cst.FunctionDef) -> CFG:
     """:func:`build_cfg`, memoised across the two passes of an audit."""
     key = id(function)

@@ -206,6 +206,11 @@ _ANALYSES: OrderedDict[int, tuple[cst.CSTNode, Any, FunctionAnalysis]] = Ordered
 _ANALYSES_SIZE = 50_000
 
 
+def forget_analyses() -> None:
+    """Let go of the memoised analyses (and the trees they hold) once an audit is over."""
+    _ANALYSES.clear()
+
+
 def analyse_function(function: cst.FunctionDef, positions: Any) -> FunctionAnalysis:
     """CFG, aliases, events and local types of ``function`` (memoised across passes)."""
     key = id(function)

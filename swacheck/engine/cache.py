@@ -1,14 +1,17 @@
 """Content-hash result cache (``.swacheck_cache/`` by default, as ruff's ``.ruff_cache``).
 
-Entries are keyed by the effective configuration, the swacheck version and source,
-and (all but the catalogue) the enabled rule set; and by what each one is a function of:
+Entries are keyed by swacheck's version and a digest of its analysing source (the
+bytes, so a reinstall of the same code keeps them), and by what each kind of entry is a
+function of (:data:`DEPENDS`: the configuration keys it reads, the enabled rule set):
 
 - *catalogue*: every rule's declarations (:mod:`swacheck.catalogue`), so that the
   stages before parsing need not import the rules or libcst;
+- *inventory*: what the engine knows of each file of a project (by its stat signature);
 - *run*: the result of an audit of exactly these files (paths and bytes): a warm audit
   reads one entry;
-- *facts*: one file's first-pass :class:`ModuleFacts` (or its SWA999 finding), with
-  its digest, keyed by the file's bytes;
+- *facts*, *project-facts*: one file's first-pass :class:`ModuleFacts` (or its SWA999
+  finding), keyed by the file's bytes and the analysis configuration only: a change of
+  ``select``, ``exclude``, the output or any key the analysis does not read keeps them;
 - *findings*: one file's second-pass findings, additionally keyed by the digest of the
   whole project index, since a rule may follow a helper into another file. A change to
   any file that changes its facts therefore re-checks every file; a change that leaves
@@ -17,7 +20,17 @@ and (all but the catalogue) the enabled rule set; and by what each one is a func
 Entries are pickles written atomically, each behind an HMAC under a key kept outside
 every audited tree (``$XDG_CACHE_HOME/swacheck/cache-key``, created on first use): the
 cache folder lives inside the tree, and unpickling an entry someone planted there would
-run their code. A corrupt, foreign or unsigned entry is a miss.
+run their code. The MAC covers the entry's format version and its key with the content,
+so an entry moved, swapped or replayed under another key is a miss, as is a corrupt,
+foreign or unsigned one.
+
+The folder may be committed to a repository or restored from a shared CI cache, so
+nothing in it is trusted to point anywhere: no symlink inside it (nor the folder
+itself, nor a folder between the project and it) is followed; entries are opened
+relative to the folder's descriptor with ``O_NOFOLLOW``, and anything but a regular
+file is a miss. A ``cache-dir`` that a project's configuration puts outside the project
+is not used (the repository has no say over the user's other files): only
+``--cache-dir`` or ``SWACHECK_CACHE_DIR`` may put it there.
 
 A *read-only* cache (``read_only=True``) reads what the command line wrote and writes
 nothing, not even the key: a language server starts warm from it, and the entries of
@@ -28,13 +41,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import functools
 import hashlib
 import hmac
 import os
 import pickle
 import secrets
-import tempfile
+import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -43,26 +57,59 @@ from swacheck import __version__
 from swacheck.config import Config
 
 _GITIGNORE = "# Automatically created by swacheck.\n*\n"
+# The entries' layout: part of every signature, so an entry of another layout is a miss.
+FORMAT = "swacheck-cache-3"
+# What each kind of entry depends on beyond its key: which configuration keys (a scope
+# of :meth:`Config.fingerprint`), and whether the enabled rule set.
+DEPENDS: dict[str, tuple[str, bool]] = {
+    "catalogue": ("analysis", False),
+    "facts": ("analysis", False),
+    "project-facts": ("analysis", False),
+    "inventory": ("analysis", True),
+    "findings": ("analysis", True),
+    "run": ("findings", True),
+}
+# Presentation only (and the rules, digested as their own package, and the runtime
+# sanitizer): a change there leaves every entry valid.
+_NOT_ANALYSIS = ("report", "server", "rules", "runtime", "reference_impl")
 
 
 @functools.cache
 def _code_digest() -> str:
-    """A digest of swacheck's own source files (engine, analysis, rules): names, sizes
-    and modification times, which is enough to tell edited code and cheap to read.
+    """A digest of swacheck's analysing source (engine, analysis, rules): the files'
+    names below their package and their bytes, not where or when they were installed.
 
     A development install changes rules and fact types without a version bump; a
-    cached entry from other code must be a miss, never an object of a stale shape.
+    cached entry from other code must be a miss, never an object of a stale shape. A
+    reinstall of the same code keeps every entry.
     """
     import importlib.util
 
     digest = hashlib.sha256()
     for package in ("swacheck", "swacheck.rules"):
         spec = importlib.util.find_spec(package)  # located, not imported
+        skipped = _NOT_ANALYSIS if package == "swacheck" else ()
         for folder in (spec.submodule_search_locations or []) if spec else []:
-            for path in sorted(Path(folder).rglob("*.py")):
-                info = path.stat()
-                digest.update(f"{path}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
+            for relative, path in sorted(_sources(folder, "", skipped)):
+                with open(path, "rb") as handle:
+                    data = handle.read()
+                digest.update(f"{package}:{relative}\0{len(data)}\0".encode())
+                digest.update(data)
     return digest.hexdigest()
+
+
+def _sources(folder: str, prefix: str, skipped: Sequence[str]) -> list[tuple[str, str]]:
+    """The ``.py`` files below ``folder`` (relative name, path), but in ``skipped``."""
+    found = []
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.name in skipped or entry.name == "__pycache__":
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                found += _sources(entry.path, f"{prefix}{entry.name}/", ())
+            elif entry.name.endswith(".py"):
+                found.append((prefix + entry.name, entry.path))
+    return found
 
 
 _MAC_SIZE = 32
@@ -89,101 +136,268 @@ def _secret() -> bytes | None:
         return None
 
 
-def _mac(payload: bytes) -> bytes:
-    key = _secret()
-    assert key is not None
-    return hmac.new(key, payload, hashlib.sha256).digest()
+def _mac(key: str, payload: bytes) -> bytes:
+    """The entry ``key``'s signature of ``payload``: the format and the key are signed too."""
+    secret = _secret()
+    assert secret is not None
+    signed = hmac.new(secret, f"{FORMAT}\0{key}\0".encode(), hashlib.sha256)
+    signed.update(payload)
+    return signed.digest()
+
+
+# -- the folder, never through a link ---------------------------------------------------
+
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_DIRECTORY = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _CLOEXEC
+# Where a folder's descriptor can be opened from (Linux, macOS, the BSDs), everything
+# is opened relative to its folder's; elsewhere paths are checked with lstat.
+_AT = {os.open, os.mkdir, os.rename, os.unlink} <= os.supports_dir_fd and _NOFOLLOW != 0
+
+# A folder: its descriptor, or its path where descriptors cannot be opened from.
+_Dir = int | str
+
+
+def _at(folder: _Dir, name: str) -> tuple[str, int | None]:
+    """``name`` in ``folder`` as ``os`` functions take it: a path and a ``dir_fd``."""
+    if isinstance(folder, int):
+        return name, folder
+    return os.path.join(folder, name), None
+
+
+def _close(folder: _Dir | None) -> None:
+    if isinstance(folder, int):
+        os.close(folder)
+
+
+class LinkRefused(OSError):
+    """A folder of the cache is a symlink (or not a folder): it is not entered."""
+
+
+def _enter(folder: _Dir, name: str, create: bool) -> _Dir:
+    """The sub-folder ``name`` of ``folder`` (made if ``create``), never through a link."""
+    path, dir_fd = _at(folder, name)
+    if create:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(path, 0o777, dir_fd=dir_fd)
+    if not _AT:
+        info = os.lstat(path)
+        if not stat.S_ISDIR(info.st_mode):
+            raise LinkRefused(errno.ELOOP, "is a symlink or not a folder")
+        return path
+    try:
+        return os.open(path, _DIRECTORY | _NOFOLLOW, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+            raise LinkRefused(errno.ELOOP, "is a symlink or not a folder") from None
+        raise
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheFolder:
+    """Where the cache lives: ``base``, a folder taken as it is (the user's, or the
+    project's), and ``parts`` below it, each made and entered without following a link."""
+
+    base: Path
+    parts: tuple[str, ...]
+
+    @property
+    def path(self) -> Path:
+        return self.base.joinpath(*self.parts)
+
+    def open(self, create: bool) -> _Dir:
+        """The cache folder (its descriptor where it can be opened): raises ``OSError``
+        (:class:`LinkRefused` for a link) if it is not there or cannot be made."""
+        if create and not self.parts:
+            os.makedirs(self.base, exist_ok=True)
+        folder: _Dir = os.open(self.base, _DIRECTORY) if _AT else str(self.base)
+        try:
+            for part in self.parts:
+                child = _enter(folder, part, create)
+                _close(folder)
+                folder = child
+        except BaseException:
+            _close(folder)
+            raise
+        return folder
+
+
+def cache_folder(
+    config: Config, user: Path | None = None, base: Path | None = None
+) -> tuple[CacheFolder | None, str]:
+    """Where the cache lives, or ``None`` and why it is not used.
+
+    ``user``: ``--cache-dir`` or ``SWACHECK_CACHE_DIR``, the user's own say: taken as
+    given (relative to the working directory, links in it followed). Else the
+    configuration's ``cache-dir``, relative to the configuration's folder (without one:
+    ``base``, else the working directory), which must lie below that folder and is
+    reached without following a link: a repository does not decide where the user's
+    files are written. Nothing inside the cache folder is ever followed.
+    """
+    if user is not None:
+        return CacheFolder(Path(os.path.abspath(user)), ()), ""
+    root = str(config.root or base or os.getcwd())
+    target = os.path.normpath(os.path.join(root, config.cache_dir))
+    relative = os.path.relpath(target, root)
+    if _outside(relative):
+        where = f" in {config.source}" if config.source else ""
+        return None, (
+            f"cache-dir = {config.cache_dir!r}{where} is not a folder below the project "
+            f"({root}): the cache is not used. A cache elsewhere needs your own say: "
+            "--cache-dir or SWACHECK_CACHE_DIR"
+        )
+    return CacheFolder(Path(root), Path(relative).parts), ""
+
+
+def _outside(relative: str) -> bool:
+    """Whether a relative path names its base folder itself or something outside it."""
+    return relative in (os.curdir, os.pardir) or relative.startswith(os.pardir + os.sep)
 
 
 class ResultCache:
     """Entries under ``folder`` for one configuration and, once :meth:`for_rules` names
     them, one rule set (the rule catalogue is read before rules are selected).
 
+    ``folder=None``: a cache that holds nothing (``problem`` says why);
     ``read_only``: :meth:`put` writes nothing (see the module docstring)."""
 
     def __init__(
         self,
-        folder: Path,
+        folder: CacheFolder | None,
         config: Config,
         rule_codes: Sequence[str] = (),
         *,
         read_only: bool = False,
+        problem: str = "",
     ) -> None:
-        self.folder = folder
+        self.location = folder
         self.read_only = read_only
+        # Why the cache is not used, if it is not (a refused folder, a link in it).
+        self.problem = problem
         self._config = config
         self._codes = tuple(sorted(rule_codes))
-        salt = "\0".join([__version__, _code_digest(), config.fingerprint(), ",".join(self._codes)])
-        self._salt = hashlib.sha256(salt.encode()).hexdigest()
+        salt = f"{__version__}\0{_code_digest()}"
+        self._salts = {
+            kind: hashlib.sha256(
+                "\0".join(
+                    [salt, config.fingerprint(scope), ",".join(self._codes) if codes else ""]
+                ).encode()
+            ).hexdigest()
+            for kind, (scope, codes) in DEPENDS.items()
+        }
         self._ready = False
 
-    def for_rules(self, rule_codes: Sequence[str]) -> ResultCache:
-        return ResultCache(self.folder, self._config, rule_codes, read_only=self.read_only)
+    @property
+    def folder(self) -> Path | None:
+        return self.location.path if self.location is not None else None
 
-    def _prepare(self) -> bool:
-        if not self._ready:
-            try:
-                self.folder.mkdir(parents=True, exist_ok=True)
-                ignore = self.folder / ".gitignore"
-                if not ignore.exists():
-                    ignore.write_text(_GITIGNORE)
-                self._ready = True
-            except OSError:
-                return False
-        return True
+    def for_rules(self, rule_codes: Sequence[str]) -> ResultCache:
+        return ResultCache(
+            self.location,
+            self._config,
+            rule_codes,
+            read_only=self.read_only,
+            problem=self.problem,
+        )
 
     def key(self, kind: str, data: bytes, extra: str = "") -> str:
         digest = hashlib.sha256()
         # File names that are not UTF-8 reach here as surrogate escapes.
         extra_bytes = extra.encode("utf-8", "surrogateescape")
-        for part in (self._salt.encode(), kind.encode(), extra_bytes, data):
+        for part in (self._salts[kind].encode(), kind.encode(), extra_bytes, data):
             digest.update(len(part).to_bytes(8, "little"))
             digest.update(part)
         return digest.hexdigest()
 
-    def _path(self, key: str) -> Path:
-        return self.folder / key[:2] / key[2:]
+    def _open(self, create: bool) -> _Dir | None:
+        """The cache folder, ``None`` if it is not there (or refused: :attr:`problem`)."""
+        if self.location is None:
+            return None
+        try:
+            folder = self.location.open(create)
+        except LinkRefused as exc:
+            self.problem = f"{self.location.path}: {exc.strerror}; the cache is not used"
+            self.location = None
+            return None
+        except OSError:
+            return None
+        if create and not self._ready:
+            self._ready = True
+            path, dir_fd = _at(folder, ".gitignore")
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
+            with contextlib.suppress(OSError):  # whatever is there already stays
+                fd = os.open(path, flags, 0o644, dir_fd=dir_fd)
+                with os.fdopen(fd, "w") as handle:
+                    handle.write(_GITIGNORE)
+        return folder
 
     def get(self, key: str) -> Any | None:
         if self.read_only and not _key_path().is_file():
             return None  # no key: nothing was written that could be read
         if _secret() is None:
             return None
+        folder = self._open(create=False)
+        if folder is None:
+            return None
+        sub = None
         try:
-            with open(self._path(key), "rb") as handle:
+            sub = _enter(folder, key[:2], create=False)
+            path, dir_fd = _at(sub, key[2:])
+            # Non-blocking: a FIFO planted as an entry would block the open.
+            fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _NONBLOCK | _CLOEXEC, dir_fd=dir_fd)
+            with os.fdopen(fd, "rb") as handle:
+                if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                    return None
                 mac, payload = handle.read(_MAC_SIZE), handle.read()
-            if not hmac.compare_digest(mac, _mac(payload)):
-                return None  # not written by this user's swacheck: never unpickled
+            if not hmac.compare_digest(mac, _mac(key, payload)):
+                return None  # not written by this user's swacheck for this key: never unpickled
             return pickle.loads(payload)
         except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
             return None
+        finally:
+            _close(sub)
+            _close(folder)
 
     def put(self, key: str, value: Any) -> None:
-        if self.read_only or _secret() is None or not self._prepare():
+        if self.read_only or _secret() is None:
             return
-        target = self._path(key)
+        folder = self._open(create=True)
+        if folder is None:
+            return
+        sub = None
+        temporary = f".tmp{secrets.token_hex(8)}"
         try:
-            target.parent.mkdir(exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp")
+            sub = _enter(folder, key[:2], create=True)
             payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+            path, dir_fd = _at(sub, temporary)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
+            fd = os.open(path, flags, 0o600, dir_fd=dir_fd)
             with os.fdopen(fd, "wb") as handle:
-                handle.write(_mac(payload) + payload)
-            os.replace(tmp, target)
+                handle.write(_mac(key, payload) + payload)
+            target, _ = _at(sub, key[2:])
+            os.replace(path, target, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except LinkRefused as exc:
+            self.problem = f"{self.folder / key[:2]}: {exc.strerror}; not followed"
         except OSError:
-            with contextlib.suppress(OSError, UnboundLocalError):
-                os.unlink(tmp)
+            if sub is not None:
+                path, dir_fd = _at(sub, temporary)
+                with contextlib.suppress(OSError):
+                    os.unlink(path, dir_fd=dir_fd)
+        finally:
+            _close(sub)
+            _close(folder)
 
 
 def result_cache(
-    config: Config, folder: Path | None = None, *, read_only: bool = False
+    config: Config, folder: Path | CacheFolder | None = None, *, read_only: bool = False
 ) -> ResultCache:
-    """The cache under ``folder`` or the configuration's ``cache-dir`` (a relative one
-    is taken relative to the configuration's root)."""
-    if folder is None:
-        folder = Path(config.cache_dir)
-        if not folder.is_absolute() and config.root is not None:
-            folder = config.root / folder
-    return ResultCache(folder, config, read_only=read_only)
+    """The cache in ``folder`` (the user's ``--cache-dir``, or a location found by
+    :func:`cache_folder`) or where the configuration's ``cache-dir`` says."""
+    if isinstance(folder, CacheFolder):
+        return ResultCache(folder, config, read_only=read_only)
+    location, problem = cache_folder(config, folder)
+    return ResultCache(location, config, read_only=read_only, problem=problem)
 
 
 def _canonical(value: Any) -> Any:

@@ -7,8 +7,12 @@ project's facts are one cache entry (read once per workspace). Rewriting that en
 every call that changes one file would cost as much again, so facts computed since it
 was written are kept beside it, one entry per file version, until more than
 :data:`OVERLAY_FILES` (or :data:`OVERLAY_SHARE` of the project) are; then it is
-rewritten. A record is valid for one version of a file's bytes (its digest) under one
-*profile* (regions or whole file, and the rules whose facts were collected).
+rewritten. A record is valid for one version of a file's bytes (its digest) under the
+*profile* it was collected for (regions or whole file, and the rules whose facts were
+collected) and any profile it covers (:func:`covers`): a narrower ``select`` reuses the
+facts of a wider one. A record that is an SWA999 finding is valid under the bounds
+(``max-file-size``, ``max-file-time``) it was found under only; facts do not depend on
+them (a file analysed once costs nothing more under a tighter bound).
 """
 
 from __future__ import annotations
@@ -16,10 +20,31 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from swacheck.engine.cache import ResultCache
+from swacheck.engine.cache import ResultCache, facts_digest
+from swacheck.finding import Finding
 
 OVERLAY_FILES = 16
 OVERLAY_SHARE = 0.05
+
+
+# (max-file-size, max-file-time): the bounds an SWA999 record was found under.
+Bounds = tuple[int, float]
+
+
+def covers(stored: str, wanted: str) -> bool:
+    """Whether facts collected under the profile ``stored`` serve an audit under
+    ``wanted``: they hold every wanted rule's facts (a rule reads its own, and the order
+    rules, which read skeletons, build them for the same files), and they are of the
+    whole file or of the same regions mode (regions keep whatever a rule's triggers
+    match, so a wider rule set keeps more: findings are the same either way, as
+    ``--no-prefilter`` shows)."""
+    if stored == wanted:
+        return True
+    stored_mode, _, stored_codes = stored.partition(":")
+    wanted_mode, _, wanted_codes = wanted.partition(":")
+    if stored_mode not in ("whole", wanted_mode):
+        return False
+    return set(filter(None, wanted_codes.split(","))) <= set(stored_codes.split(","))
 
 
 @dataclass(frozen=True)
@@ -29,6 +54,8 @@ class FactsRecord:
     # ModuleFacts, or the SWA999 finding of a file that does not parse.
     facts: Any
     facts_digest: str
+    # The bounds an SWA999 record was found under (``None`` for facts).
+    bounds: Bounds | None = None
 
     def same_as(self, other: FactsRecord | None) -> bool:
         return (
@@ -38,21 +65,35 @@ class FactsRecord:
             and other.facts_digest == self.facts_digest
         )
 
+    def serves(self, digest: str, profile: str, bounds: Bounds) -> bool:
+        return (
+            self.digest == digest
+            and covers(self.profile, profile)
+            and self.bounds in (None, bounds)
+        )
+
 
 class FactsStore:
-    def __init__(self, cache: ResultCache | None, scope: str) -> None:
+    def __init__(self, cache: ResultCache | None, scope: str, bounds: Bounds) -> None:
         self._cache = cache
         self._scope = scope
+        self._bounds = bounds
         self._memory: dict[str, FactsRecord] = {}
         self._stored: dict[str, FactsRecord] | None = None
+
+    def record(self, digest: str, profile: str, facts: Any) -> FactsRecord:
+        """The record of ``facts`` (or an SWA999 finding) collected now."""
+        bounds = self._bounds if isinstance(facts, Finding) else None
+        return FactsRecord(digest, profile, facts, facts_digest(facts), bounds)
 
     def _entry_key(self) -> str:
         assert self._cache is not None
         return self._cache.key("project-facts", b"", self._scope)
 
-    def _overlay_key(self, key: str, digest: str, profile: str) -> str:
+    def _overlay_key(self, key: str, digest: str) -> str:
+        """One overlay per file version: its profile is the record's (it may serve others)."""
         assert self._cache is not None
-        return self._cache.key("facts", b"", f"{key}\0{digest}\0{profile}")
+        return self._cache.key("facts", b"", f"{key}\0{digest}")
 
     def _entry(self) -> dict[str, FactsRecord]:
         if self._stored is None:
@@ -62,16 +103,18 @@ class FactsStore:
 
     def get(self, key: str, digest: str, profile: str) -> FactsRecord | None:
         """The record of ``key``'s version ``digest`` under ``profile``, if kept."""
+        bounds = self._bounds
         record = self._memory.get(key)
-        if record is None or record.digest != digest or record.profile != profile:
+        if record is None or not record.serves(digest, profile, bounds):
             record = self._entry().get(key)
-        if record is None or record.digest != digest or record.profile != profile:
+        if record is None or not record.serves(digest, profile, bounds):
             if self._cache is None:
                 return None
-            hit = self._cache.get(self._overlay_key(key, digest, profile))
+            hit = self._cache.get(self._overlay_key(key, digest))
             record = hit if isinstance(hit, FactsRecord) else None
-        if record is not None:
-            self._memory[key] = record
+        if record is None or not record.serves(digest, profile, bounds):
+            return None
+        self._memory[key] = record
         return record
 
     def put(self, records: dict[str, FactsRecord], new: list[str]) -> None:
@@ -90,4 +133,4 @@ class FactsStore:
         for key in new:
             record = records.get(key)
             if record is not None:
-                self._cache.put(self._overlay_key(key, record.digest, record.profile), record)
+                self._cache.put(self._overlay_key(key, record.digest), record)

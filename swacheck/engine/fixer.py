@@ -6,6 +6,14 @@ so an interrupted write leaves either the old file or the new one, never half of
 The replacement keeps the file's mode and owner, a symlink stays a link (its target is
 rewritten), and a file without write permission is refused, not replaced. Hard links
 are the one thing a rename cannot keep: the fixed file gets a new inode.
+
+A fix is made from the bytes the audit read, and an audit takes a while: an editor may
+save the file meanwhile. So the file must still hold exactly those bytes (compared
+whole, not by time stamp or size) when the fix is written: checked as the write
+begins, again just before the rename, and once more after it, on the replaced file
+(still open): an edit written into it in between is put back, and
+:class:`ChangedOnDisk` raised. What no check can see is an editor renaming its own new
+file over the path within the microseconds between the last check and the rename.
 """
 
 from __future__ import annotations
@@ -94,18 +102,73 @@ def _fsync_folder(folder: Path) -> None:
             os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+class ChangedOnDisk(OSError):
+    """The file no longer holds the bytes the fix was made from: it was not written."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(errno.EAGAIN, "changed on disk during the run", str(path))
+
+
+def _contents(fd: int) -> bytes:
+    """Everything in the open file ``fd``, read from its start."""
+    os.lseek(fd, 0, os.SEEK_SET)
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _same_file(fd: int, target: Path) -> bool:
+    """Whether ``target`` still names the file open as ``fd`` (not one renamed over it)."""
+    try:
+        now, held = os.stat(target), os.fstat(fd)
+    except OSError:
+        return False
+    return (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)
+
+
+def write_atomic(path: Path, data: bytes, expected: bytes | None = None) -> None:
     """Replace the content of ``path`` (of its target, if a symlink) by ``data``.
 
     Written to a temporary sibling, flushed, then renamed over the file, keeping its
     mode and, where the user may set it, its owner. Raises ``PermissionError`` for a
     read-only file; any failure leaves the original untouched and no temporary behind.
+    ``expected``: the bytes the fix was made from; if the file holds others (see the
+    module docstring), :class:`ChangedOnDisk` is raised and the file is left as it is.
     """
     target = Path(os.path.realpath(path))
-    info = target.stat()
-    mode = stat.S_IMODE(info.st_mode)
-    if _read_only(target, mode):
-        raise PermissionError(errno.EACCES, "file is read-only", str(path))
+    original = os.open(target, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(original)
+        if expected is not None and _contents(original) != expected:
+            raise ChangedOnDisk(path)
+        mode = stat.S_IMODE(info.st_mode)
+        if _read_only(target, mode):
+            raise PermissionError(errno.EACCES, "file is read-only", str(path))
+        tmp_name = _write_sibling(target, data, info)
+        try:
+            if expected is not None and (
+                not _same_file(original, target) or _contents(original) != expected
+            ):
+                raise ChangedOnDisk(path)
+            os.replace(tmp_name, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp_name)
+            raise
+        _fsync_folder(target.parent)
+        if expected is not None:
+            late = _contents(original)
+            if late != expected:  # written into the replaced file just before the rename
+                write_atomic(target, late)
+                raise ChangedOnDisk(path)
+    finally:
+        os.close(original)
+
+
+def _write_sibling(target: Path, data: bytes, info: os.stat_result) -> str:
+    """A temporary sibling of ``target`` holding ``data``, with ``target``'s mode and
+    (where the user may set it) owner."""
     fd, tmp_name = tempfile.mkstemp(
         prefix=f".{target.name}.", suffix=".swacheck", dir=target.parent
     )
@@ -119,10 +182,9 @@ def write_atomic(path: Path, data: bytes) -> None:
             # owner needs privileges; without them the file stays ours, as an editor leaves it.
             with contextlib.suppress(OSError):
                 os.chown(tmp_name, info.st_uid, info.st_gid)
-        os.chmod(tmp_name, mode)
-        os.replace(tmp_name, target)
+        os.chmod(tmp_name, stat.S_IMODE(info.st_mode))
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp_name)
         raise
-    _fsync_folder(target.parent)
+    return tmp_name

@@ -14,7 +14,9 @@ import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from swacheck.analysis.cfg import forget_cfgs
 from swacheck.analysis.index import ModuleFacts, ProjectIndex
+from swacheck.analysis.skeletons import forget_analyses
 from swacheck.config import Config
 from swacheck.engine.checker import CheckOutcome, check_parsed
 from swacheck.engine.fixer import apply_fixes, fixable
@@ -177,6 +179,11 @@ class Passes:
         if self._pool is not None:
             self._pool.close()
             self._pool = None
+        self._trees.clear()
+        # The memos sharing a function's CFG and analysis between the passes hold this
+        # audit's trees: a long-lived caller (a language server) would keep every one.
+        forget_cfgs()
+        forget_analyses()
 
 
 def diff_of(original: str, text: str, name: str) -> str:

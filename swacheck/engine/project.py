@@ -38,10 +38,7 @@ def find_root(start: Path) -> Path | None:
     config = find_config_file(start)
     if config is not None:
         return config.parent
-    try:
-        start = start.resolve()
-    except OSError:
-        return None
+    start = Path(os.path.realpath(start))  # not Path.resolve: it raises for a link loop
     for folder in [start, *start.parents] if os.path.isdir(start) else start.parents:
         if any(os.path.exists(folder / marker) for marker in VCS_MARKERS):
             return folder

@@ -48,10 +48,15 @@ from swacheck.catalogue import RuleSpec, spec_of
 from swacheck.config import Config
 from swacheck.discovery import Discovery, DiscoveryProblem, below
 from swacheck.engine import noqa_writer
-from swacheck.engine.cache import ResultCache, facts_digest, project_digest, result_cache
+from swacheck.engine.cache import (
+    CacheFolder,
+    ResultCache,
+    project_digest,
+    result_cache,
+)
 from swacheck.engine.codes import ENGINE_CODES
 from swacheck.engine.facts_store import FactsRecord, FactsStore
-from swacheck.engine.fixer import fixable, write_atomic
+from swacheck.engine.fixer import ChangedOnDisk, fixable, write_atomic
 from swacheck.engine.gc_pause import gc_paused
 from swacheck.engine.prefilter import Prefilter
 from swacheck.engine.project import (
@@ -181,7 +186,7 @@ class Workspace:
         engine_codes: frozenset[str] = DEFAULT_ENGINE_CODES,
         known_codes: Iterable[str] | None = None,
         cache: bool | Literal["read"] = True,
-        cache_dir: Path | None = None,
+        cache_dir: Path | CacheFolder | None = None,
         jobs: int = 1,
         prefilter: bool = True,
     ) -> None:
@@ -226,9 +231,12 @@ class Workspace:
         # Answers of :meth:`excluded`, until a ``.gitignore`` is named changed.
         self._excluded: dict[Path, bool] = {}
         self._walk_problems: list[DiscoveryProblem] = []
-        self._facts = FactsStore(self._cache, self._scope)
+        bounds = (config.max_file_size, config.max_file_time)
+        self._facts = FactsStore(self._cache, self._scope, bounds)
         self._index: tuple[str, ProjectIndex] | None = None
-        self._outcomes: dict[str, CheckOutcome] = {}
+        # The last outcome of each file asked about (by key), with what it was keyed by:
+        # one per file, however many versions an editor sends.
+        self._outcomes: dict[str, tuple[str, CheckOutcome]] = {}
 
     @classmethod
     def for_paths(
@@ -366,6 +374,8 @@ class Workspace:
                 record = _RunRecord(tuple(result.findings), result.files_parsed, inactive)
                 self._cache.put(run_key, record)
         self._store_inventory(inventory)
+        if self._cache is not None and self._cache.problem:
+            result.warnings.append(self._cache.problem)
         result.files = {item.display: item.path for item in report.values()}
         if add_noqa is not None:
             self._add_noqa(report, result, add_noqa)
@@ -393,7 +403,7 @@ class Workspace:
         walk_problems: list[DiscoveryProblem] = []
         for given in paths:
             try:
-                os.lstat(given)
+                os.stat(given)  # a dangling symlink is as missing as a missing file
             except OSError as exc:
                 missing = _File(
                     self._key(given), str(given), report=True, display=display_path(given)
@@ -723,7 +733,7 @@ class Workspace:
                 first = firsts[source.number]
                 state = by_key[source.key].state
                 assert state is not None
-                records[source.key] = FactsRecord(state.digest, profile, first, facts_digest(first))
+                records[source.key] = self._facts.record(state.digest, profile, first)
             self._facts.put(records, missing)
         return records
 
@@ -764,8 +774,8 @@ class Workspace:
             if not item.report:
                 continue
             first = records[key].facts
+            ignored = ignored_for_path(self.config, sources[key].relative)
             if isinstance(first, Finding):
-                ignored = ignored_for_path(self.config, sources[key].relative)
                 if (
                     sources[key].relevant
                     and PARSE_ERROR_CODE in self.engine_codes
@@ -774,10 +784,14 @@ class Workspace:
                     result.findings.append(first)
                 continue
             assert item.state is not None
+            # The file's path below the configuration's root matters through the codes
+            # ``per-file-ignores`` turns off for it only (a path given or walked to).
             keys[key] = (
-                f"{key}\0{item.state.digest}\0{sources[key].relative}\0{digest}\0{profile}\0{active_codes}"
+                f"{key}\0{item.state.digest}\0{digest}\0{profile}"
+                f"\0{active_codes}\0{','.join(sorted(ignored))}"
             )
-            hit = self._outcomes.get(keys[key])
+            kept = self._outcomes.get(key)
+            hit = kept[1] if kept is not None and kept[0] == keys[key] else None
             if hit is None and self._cache is not None:
                 cached = self._cache.get(self._cache.key("findings", b"", keys[key]))
                 hit = cached if isinstance(cached, CheckOutcome) else None
@@ -790,8 +804,10 @@ class Workspace:
         for source in todo:
             outcome = checked[source.number]
             outcomes[source.key] = outcome
-            if not outcome.errors:
-                self._outcomes[keys[source.key]] = outcome
+            # An SWA999 here is a bound (max-file-time) run out: not kept, so that the
+            # findings of a file do not depend on the bounds.
+            if not outcome.errors and all(f.code != PARSE_ERROR_CODE for f in outcome.findings):
+                self._outcomes[source.key] = (keys[source.key], outcome)
                 if self._cache is not None:
                     self._cache.put(self._cache.key("findings", b"", keys[source.key]), outcome)
         for key, outcome in outcomes.items():
@@ -835,7 +851,14 @@ class Workspace:
                 result.fixed_documents[item.display] = outcome.data
             else:
                 try:
-                    write_atomic(item.path, outcome.data)
+                    write_atomic(item.path, outcome.data, expected=source.data)
+                except ChangedOnDisk as exc:
+                    kept.extend(findings)
+                    if PARSE_ERROR_CODE in self.engine_codes:
+                        kept.append(_changed_on_disk(key))
+                    else:
+                        result.errors.append(f"{item.display}: {exc.strerror}; not fixed")
+                    continue
                 except OSError as exc:
                     result.errors.append(f"{item.display}: cannot write fix: {exc.strerror}")
                     kept.extend(findings)
@@ -906,6 +929,16 @@ class Workspace:
         if self._cache is not None and inventory.changed:
             inventory.changed = False
             self._cache.put(self._cache.key("inventory", b"", self._scope), inventory.stored())
+
+
+def _changed_on_disk(key: str) -> Finding:
+    """SWA999 for a file edited while ``--fix`` ran: its fixes were not written."""
+    position = Position(1, 0)
+    message = (
+        "File changed on disk during the run: its fixes were not written (the findings "
+        "shown are of the version read; run again)"
+    )
+    return Finding(PARSE_ERROR_CODE, message, key, position, position, noqa_row=None)
 
 
 def _inactive(spec: RuleSpec) -> str:

@@ -10,16 +10,24 @@ from swacheck.finding import Finding
 from swacheck.report.context import PLAIN_CONTEXT, ReportContext
 from swacheck.report.style import PLAIN, Style
 
-# Control characters in a file name would split or garble the line: shown escaped.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# Control characters in a file name would split or garble the line, and the bytes of a
+# name that is not UTF-8 (surrogate escapes, as Python reads such names) would print as
+# "?" or U+FFFD, naming no file: both are shown escaped.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\udc80-\udcff]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
+def _escaped(char: str) -> str:
+    code = ord(char)
+    return _NAMED.get(char) or f"\\x{code - 0xDC00 if code >= 0xDC00 else code:02x}"
+
+
 def shown_path(path: str) -> str:
-    """``path`` on one line: control characters escaped (``\\n``, ``\\x1b``)."""
+    """``path`` on one line: control characters and undecodable bytes escaped
+    (``\\n``, ``\\x1b``, ``\\xff``)."""
     if not _CONTROL.search(path):
         return path
-    return _CONTROL.sub(lambda m: _NAMED.get(m.group(), f"\\x{ord(m.group()):02x}"), path)
+    return _CONTROL.sub(lambda m: _escaped(m.group()), path)
 
 
 def format_finding(finding: Finding, style: Style = PLAIN) -> str:

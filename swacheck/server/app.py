@@ -15,6 +15,10 @@ findings reach the editor (:mod:`.diagnostics`, :mod:`.actions`, :mod:`.hover`).
   file of the project.
 - A rule that raised is logged (``window/logMessage``) with the file and the rule; the
   other rules' diagnostics are published as usual.
+- Every request is answered (:class:`SwacheckProtocol`): one whose parameters do not
+  read as the protocol says (a negative line, a position that is a string) gets an
+  ``InvalidParams`` error, one after ``shutdown`` an ``InvalidRequest`` error, where
+  pygls would answer nothing and the client would wait forever.
 """
 
 from __future__ import annotations
@@ -23,11 +27,15 @@ import logging
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote
 
+from cattrs import ClassValidationError, transform_error
 from lsprotocol import types
 from pygls.capabilities import get_capability
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidRequest
 from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
 from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
@@ -48,10 +56,60 @@ PYTHON_SUFFIXES = (".py", ".pyi")
 _WATCHERS = ("**/*.py", *(f"**/{name}" for name in (*CONFIG_FILES, *IGNORE_FILES)))
 
 
+class _Answered:
+    """A request already answered with an error while it was read: nothing to handle."""
+
+    jsonrpc = "2.0"
+
+
+class SwacheckProtocol(LanguageServerProtocol):
+    """pygls' protocol, answering every request and keeping nothing per notification.
+
+    Built on pygls 2's private hooks (pinned below 3): a request whose parameters fail
+    to read raises inside the JSON decoder, where pygls logs it and answers nothing; one
+    after ``shutdown`` is dropped; and each notification handled by a generator (every
+    ``textDocument/did*``) leaves its future in ``_request_futures`` for good.
+    """
+
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        try:
+            return super().structure_message(data)
+        except JsonRpcException as exc:
+            if "id" not in data or "method" not in data:
+                raise  # a notification (nothing to answer) or a response
+            why = exc.__cause__
+            if isinstance(why, ClassValidationError):
+                why = "; ".join(transform_error(why))
+            exc.message = f"{exc.message} for {data['method']}: {why or exc}"[:2000]
+            self._send_response(data["id"], None, exc.to_response_error())
+            return _Answered()
+
+    def handle_message(self, message: Any) -> None:
+        if isinstance(message, _Answered):
+            return
+        method, request_id = getattr(message, "method", None), getattr(message, "id", None)
+        if self._shutdown and method not in (None, "exit") and request_id is not None:
+            error = JsonRpcInvalidRequest(f"{method}: the server is shutting down")
+            self._send_response(request_id, None, error.to_response_error())
+            return
+        super().handle_message(message)
+
+    def _check_handler_result(self, future: Any) -> None:
+        """A notification's handler is done: its future is let go."""
+        for key, pending in list(self._request_futures.items()):
+            if pending is future:
+                del self._request_futures[key]
+                break
+        super()._check_handler_result(future)
+
+
 class SwacheckServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__(
-            "swacheck", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Full
+            "swacheck",
+            __version__,
+            text_document_sync_kind=types.TextDocumentSyncKind.Full,
+            protocol_cls=SwacheckProtocol,
         )
         self.settings = Settings()
         self.projects = Projects([])

@@ -29,7 +29,7 @@ from pathlib import Path
 from swacheck.catalogue import catalogue
 from swacheck.config import Config, ConfigError, resolve_config
 from swacheck.discovery import below
-from swacheck.engine.cache import result_cache
+from swacheck.engine.cache import cache_folder, result_cache
 from swacheck.engine.project import find_root
 from swacheck.engine.selection import select
 from swacheck.engine.workspace import Workspace
@@ -165,7 +165,10 @@ class Projects:
 
 
 def _project(root: Path | None, config: Config) -> Project:
-    folder = _cache_folder(root, config)
+    # Where ``swacheck audit`` run at the project's root keeps its cache: a relative
+    # ``cache-dir`` is taken from the configuration's folder, else from the root (the
+    # command's working directory then), not from the server's working directory.
+    folder, _ = cache_folder(config, base=root)  # None: refused, the workspace says why
     specs = catalogue(config, result_cache(config, folder, read_only=True))
     chosen = select(specs, config)
     workspace = Workspace(
@@ -179,17 +182,6 @@ def _project(root: Path | None, config: Config) -> Project:
         jobs=1,
     )
     return Project(config, workspace)
-
-
-def _cache_folder(root: Path | None, config: Config) -> Path | None:
-    """Where ``swacheck audit`` run at the project's root keeps its cache: a relative
-    ``cache-dir`` is taken from the configuration's folder, else from the root (the
-    command's working directory then), not from the server's working directory.
-    ``None``: the configuration's own rule (:func:`result_cache`)."""
-    folder = Path(config.cache_dir)
-    if folder.is_absolute() or config.root is not None or root is None:
-        return None
-    return root / folder
 
 
 def _settle_heap() -> None:

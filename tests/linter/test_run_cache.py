@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 from swacheck.config import Config
@@ -115,3 +116,356 @@ def test_a_file_no_rule_can_fire_in_needs_no_libcst_in_a_project_either(
     # An SWA file of the same project gets its context (SWA005 needs the pool's facts).
     runner = swacheck("audit", "model_runner.py", "-q", check_rc=1)
     assert runner.stdout.startswith("model_runner.py:13:20: SWA005 ")
+
+
+# -- what the cache holds cannot change what is found (issue 29) -------------------------
+
+TWO_INT64 = INT64_SWA + "swa_indices = torch.zeros((8,), dtype=torch.int64)\n"
+THREE_INT64 = TWO_INT64 + "window_swa_loc = torch.zeros((8,), dtype=torch.int64)\n"
+# SWA002's triggers occur in it (so it is parsed and has a findings entry), no finding.
+CLEAN_SWA = INT64_SWA.replace("int64", "int32")
+
+
+def entries(folder: Path) -> dict[Path, bytes]:
+    """Every entry of a cache folder and its bytes."""
+    return {
+        p: p.read_bytes()
+        for p in folder.rglob("*")
+        if p.is_file() and not p.is_symlink() and p.name != ".gitignore"
+    }
+
+
+def kind(data: bytes) -> str:
+    """The type of what an entry holds (read by the test, which trusts its own cache)."""
+    import pickle
+
+    value = pickle.loads(data[32:])  # after the 32-byte signature
+    return type(value).__name__
+
+
+def codes_found(swacheck, *args: str) -> list[str]:  # type: ignore[no-untyped-def]
+    proc = swacheck("audit", "--output-format", "json", *args)
+    assert proc.returncode in (0, 1), proc.stderr
+    return [f"{f['filename']}:{f['code']}" for f in json.loads(proc.stdout)]
+
+
+def test_entries_moved_to_another_key_are_misses(swacheck, tmp_path: Path) -> None:
+    """b.py's signed findings entry put where a.py's lies hid a.py's finding (1 -> 0);
+    swapped, the two entries are misses too."""
+    write(tmp_path / "a.py", INT64_SWA)
+    write(tmp_path / "b.py", CLEAN_SWA)
+    assert codes_found(swacheck) == ["a.py:SWA002"]
+    cache = entries(tmp_path / ".swacheck_cache")
+    outcomes = {p: data for p, data in cache.items() if kind(data) == "CheckOutcome"}
+    (with_finding,) = [p for p, data in outcomes.items() if b"a.py" in data]
+    (clean,) = [p for p in outcomes if p != with_finding]
+    for path, data in cache.items():
+        if kind(data) == "_RunRecord":
+            path.unlink()  # the run's record would answer without the findings entries
+    with_finding.write_bytes(outcomes[clean])
+    assert codes_found(swacheck) == ["a.py:SWA002"]
+    # Swapped (and the run record gone again), every entry of both files is a miss.
+    cache = entries(tmp_path / ".swacheck_cache")
+    for path, data in cache.items():
+        if kind(data) == "_RunRecord":
+            path.unlink()
+    facts = sorted(p for p, data in cache.items() if kind(data) == "FactsRecord")
+    for pair in (sorted(outcomes), facts):
+        first, second = pair
+        first.write_bytes(cache[second])
+        second.write_bytes(cache[first])
+    assert codes_found(swacheck) == ["a.py:SWA002"]
+
+
+def test_replayed_entries_are_misses(swacheck, tmp_path: Path) -> None:
+    """An entry of an older version of a file, put where the newer one's entry lies,
+    made the audit report the old findings (3 -> 2)."""
+    target = write(tmp_path / "bufs.py", TWO_INT64)
+    assert len(codes_found(swacheck)) == 2
+    old = entries(tmp_path / ".swacheck_cache")
+    target.write_text(THREE_INT64)
+    assert len(codes_found(swacheck)) == 3
+    new = {p: data for p, data in entries(tmp_path / ".swacheck_cache").items() if p not in old}
+    replayed = 0
+    for path, data in new.items():
+        for old_data in old.values():
+            if kind(old_data) == kind(data) and kind(data) in ("_RunRecord", "CheckOutcome"):
+                path.write_bytes(old_data)
+                replayed += 1
+    assert replayed == 2
+    assert len(codes_found(swacheck)) == 3
+
+
+def test_an_entry_of_another_format_is_a_miss(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from swacheck.engine import cache as cache_module
+
+    cache = cache_module.result_cache(Config(), tmp_path / "cache")
+    key = cache.key("run", b"", "x")
+    cache.put(key, "value")
+    assert cache.get(key) == "value"
+    monkeypatch.setattr(cache_module, "FORMAT", "swacheck-cache-0")
+    assert cache.get(key) is None
+
+
+# -- nothing written outside the project (issue 29) ---------------------------------------
+
+
+def outside(tmp_path: Path) -> Path:
+    """A folder beside the project: nothing of an audit may land there."""
+    folder = tmp_path.parent / f"{tmp_path.name}-outside"
+    folder.mkdir()
+    return folder
+
+
+def test_a_gitignore_symlink_in_the_cache_is_not_followed(swacheck, tmp_path: Path) -> None:
+    """A committed ``.swacheck_cache/.gitignore`` linking elsewhere made the audit write
+    ``*`` there (here: into a file that did not exist, and over one that did)."""
+    away = outside(tmp_path)
+    write(tmp_path / "bufs.py", INT64_SWA)
+    cache = tmp_path / ".swacheck_cache"
+    cache.mkdir()
+    (cache / ".gitignore").symlink_to(away / "new")
+    swacheck("audit", check_rc=1)
+    assert not (away / "new").exists()
+    (away / "kept").write_text("mine\n")
+    (cache / ".gitignore").unlink()
+    (cache / ".gitignore").symlink_to(away / "kept")
+    swacheck("audit", check_rc=1)
+    assert (away / "kept").read_text() == "mine\n"
+    assert entries(cache), "the cache is still used"
+
+
+def test_symlinked_folders_in_the_cache_are_not_followed(swacheck, tmp_path: Path) -> None:
+    """A two-hex folder linking elsewhere sent entries there; a linked cache root did."""
+    away = outside(tmp_path)
+    write(tmp_path / "bufs.py", INT64_SWA)
+    cache = tmp_path / ".swacheck_cache"
+    cache.mkdir()
+    for number in range(256):
+        (cache / f"{number:02x}").symlink_to(away, target_is_directory=True)
+    proc = swacheck("audit", check_rc=1)
+    assert "is a symlink or not a folder; not followed" in proc.stderr
+    assert list(away.iterdir()) == []
+    shutil.rmtree(cache)
+    cache.symlink_to(away, target_is_directory=True)
+    proc = swacheck("audit", check_rc=1)
+    assert f"{cache}: is a symlink or not a folder; the cache is not used" in proc.stderr
+    assert list(away.iterdir()) == []
+
+
+def test_entries_that_are_links_or_fifos_are_misses(swacheck, tmp_path: Path) -> None:
+    """An entry linking to a file outside is neither read nor written through; a FIFO
+    planted as an entry does not block the audit."""
+    away = outside(tmp_path)
+    write(tmp_path / "bufs.py", INT64_SWA)
+    swacheck("audit", check_rc=1)
+    cache = entries(tmp_path / ".swacheck_cache")
+    for number, (path, data) in enumerate(cache.items()):
+        copy = away / str(number)
+        copy.write_bytes(data)
+        path.unlink()
+        path.symlink_to(copy)
+    assert codes_found(swacheck) == ["bufs.py:SWA002"]
+    assert {(away / str(n)).read_bytes() for n in range(len(cache))} == set(cache.values())
+    assert all(not p.is_symlink() for p in cache), "each link was replaced by an entry"
+    for path in cache:
+        path.unlink()
+        os.mkfifo(path)
+    assert codes_found(swacheck) == ["bufs.py:SWA002"]  # within the runner's timeout
+
+
+def test_a_configured_cache_dir_outside_the_project_is_not_used(
+    swacheck, tmp_path: Path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """``cache-dir = "../x"`` (or an absolute path) in a repository's pyproject made an
+    audit create folders and files there; the user's own ``--cache-dir``,
+    ``SWACHECK_CACHE_DIR`` or ``--config`` override may put the cache anywhere."""
+    away = outside(tmp_path)
+    write(tmp_path / "bufs.py", INT64_SWA)
+    for configured in (f"../{away.name}/cache", str(away / "cache"), "."):
+        write(tmp_path / "pyproject.toml", f"[tool.swacheck]\ncache-dir = {configured!r}\n")
+        proc = swacheck("audit", check_rc=1)
+        assert (
+            f"warning: cache-dir = {configured!r} in {tmp_path / 'pyproject.toml'}" in proc.stderr
+        )
+        assert "the cache is not used" in proc.stderr and "--cache-dir" in proc.stderr
+        assert list(away.iterdir()) == [] and not (tmp_path / ".gitignore").exists()
+    swacheck("audit", "--cache-dir", f"../{away.name}/flag", check_rc=1)
+    (tmp_path / "mine").symlink_to(away, target_is_directory=True)
+    swacheck("audit", "--cache-dir", "mine/linked", check_rc=1)  # the user's own link
+    swacheck("audit", "--config", f"cache-dir = '{away / 'override'}'", check_rc=1)
+    monkeypatch.setenv("SWACHECK_CACHE_DIR", str(away / "env"))
+    assert f"Cache folder: {away / 'env'}" in swacheck("audit", "--show-settings").stdout
+    swacheck("audit", check_rc=1)
+    names = ["env", "flag", "linked", "override"]
+    assert sorted(p.name for p in away.iterdir()) == names
+    assert all(entries(away / name) for name in names)
+
+
+def test_a_configured_cache_dir_through_a_link_is_not_used(swacheck, tmp_path: Path) -> None:
+    away = outside(tmp_path)
+    write(tmp_path / "pyproject.toml", "[tool.swacheck]\ncache-dir = 'build/swc'\n")
+    write(tmp_path / "bufs.py", INT64_SWA)
+    (tmp_path / "build").symlink_to(away, target_is_directory=True)
+    proc = swacheck("audit", check_rc=1)
+    assert f"{tmp_path / 'build' / 'swc'}: is a symlink or not a folder" in proc.stderr
+    assert list(away.iterdir()) == []
+
+
+# -- the cache survives what its entries do not depend on (issue 26) ----------------------
+
+# ``swacheck audit`` counting libcst's parses (``--jobs 1``: all of them in this process).
+COUNTING = """
+import sys
+
+import libcst
+
+parsed = []
+original = libcst.parse_module
+
+
+def counting(*args, **kwargs):
+    parsed.append(1)
+    return original(*args, **kwargs)
+
+
+libcst.parse_module = counting
+from swacheck.cli import main
+
+status = main(["audit", "--jobs", "1", "--output-format", "json", *sys.argv[1:]])
+print(f"parsed={len(parsed)}", file=sys.stderr)
+sys.exit(status)
+"""
+REPO = Path(__file__).resolve().parents[2]
+
+
+def install_copy(site: Path) -> Path:
+    """swacheck laid out as ``pip install .`` lays it out (the rules inside the package),
+    at another path and with new modification times: a reinstall of the same code."""
+    shutil.copytree(
+        REPO / "swacheck", site / "swacheck", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    shutil.copytree(
+        REPO / "rules", site / "swacheck" / "rules", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    return site
+
+
+def counted(root: Path, *args: str, site: Path | None = None) -> tuple[list[dict], int]:
+    """The findings of an audit in ``root`` and how many files it parsed."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ)
+    if site is not None:
+        env["PYTHONPATH"] = str(site)
+    proc = subprocess.run(
+        [sys.executable, "-c", COUNTING, *args],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode in (0, 1), proc.stderr
+    parsed = int(proc.stderr.rsplit("parsed=", 1)[1])
+    return json.loads(proc.stdout), parsed
+
+
+def test_the_cache_survives_a_reinstall_and_keys_facts_do_not_read(tmp_path: Path) -> None:
+    """Reinstalling the same version, or a one-key ``--config`` override, made the next
+    audit fully cold: entries were keyed by the install's paths and modification times
+    and by the whole configuration. Counted as files libcst parsed."""
+    import subprocess
+
+    root = tmp_path / "project"
+    shutil.copytree(REPO / "examples", root, ignore=shutil.ignore_patterns("*.md", "__pycache__"))
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    runner = root / "model_runner.py"
+    text = runner.read_text()
+    cold, parsed = counted(root)
+    assert parsed == 5 and cold
+    # Same code elsewhere, newer files: warm. An edited file costs itself only.
+    site = install_copy(tmp_path / "site")
+    assert counted(root, site=site) == (cold, 0)
+    runner.write_text(text + "# edit 1\n")
+    assert counted(root, site=site) == (cold, 1)
+    # Keys no fact reads: the run's record stays (runtime names, where files are
+    # found) or its facts and findings do (a bound).
+    assert counted(root, "--config", "cache-model = 'none'", site=site) == (cold, 0)
+    assert counted(root, "--config", "extend-exclude = ['vendored']", site=site) == (cold, 0)
+    assert counted(root, "--config", "max-file-time = 30.0", site=site) == (cold, 0)
+    runner.write_text(text + "# edit 2\n")
+    assert counted(root, "--config", "max-file-time = 30.0", site=site) == (cold, 1)
+    # Another selection: the project's facts stay; only the file asked about is checked.
+    narrow, parsed = counted(root, "--select", "SWA005", "model_runner.py", site=site)
+    assert parsed == 1 and {f["code"] for f in narrow} == {"SWA005"}
+    # A change to the analysing code (a comment in a rule) is a cold cache.
+    changed = install_copy(tmp_path / "changed")
+    rule = next((changed / "swacheck" / "rules").glob("swa002_*.py"))
+    rule.write_text(rule.read_text() + "# changed\n")
+    assert counted(root, site=changed) == (cold, 5)
+
+
+def test_facts_of_a_wider_selection_give_a_narrower_one_its_own_findings(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:  # type: ignore[no-untyped-def]
+    """Facts collected for every rule serve an audit of one (:func:`covers`): its
+    findings are those of that rule audited alone without a cache, for each rule."""
+    import subprocess
+
+    from swacheck.cli import main
+    from swacheck.rules import all_rules
+
+    shutil.copytree(REPO / "examples", tmp_path / "p", ignore=shutil.ignore_patterns("*.md"))
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path / "p", check=True)
+    monkeypatch.chdir(tmp_path / "p")
+
+    def audit(*args: str) -> list[dict]:
+        capsys.readouterr()
+        assert main(["audit", "--jobs", "1", "--output-format", "json", *args]) in (0, 1)
+        return json.loads(capsys.readouterr().out)
+
+    assert audit()
+    for rule in all_rules():
+        alone = audit("--no-cache", "--select", rule.code)
+        assert audit("--select", rule.code) == alone, rule.code
+        assert {f["code"] for f in alone} == {rule.code}
+
+
+def test_the_analysis_reads_no_key_its_cached_facts_are_not_keyed_by() -> None:
+    """Facts and the rules' declarations are cached under ``fingerprint("analysis")``:
+    no module of the analysis may read a key left out of it, but where the engine keys
+    what depends on it otherwise (the bounds: SWA999 records and uncached outcomes;
+    ``per-file-ignores``: a path's ignored codes in its findings' key)."""
+    import ast
+
+    from swacheck.config import NOT_FINDINGS, REPORTING
+
+    handled = {
+        "swacheck/engine/checker.py": {"max_file_time", "per_file_ignores"},
+        "swacheck/engine/shards.py": {"max_file_time", "max_file_size"},
+        "swacheck/engine/passes.py": {"max_file_size"},
+        "swacheck/engine/selection.py": {"per_file_ignores", "select", "extend_select", "ignore"},
+    }
+    modules = [
+        *(REPO / "swacheck" / "analysis").glob("*.py"),
+        *(REPO / "rules").glob("*.py"),
+        *(REPO / "swacheck" / "engine").glob("*.py"),
+        *(REPO / "swacheck" / name for name in ("rule.py", "order_rule.py", "context.py")),
+        REPO / "swacheck" / "catalogue.py",
+        REPO / "swacheck" / "triggers.py",
+    ]
+    left_out = set(NOT_FINDINGS) | set(REPORTING)
+    read = set()
+    for path in modules:
+        relative = path.relative_to(REPO).as_posix()
+        if relative in ("swacheck/engine/workspace.py", "swacheck/engine/cache.py"):
+            continue  # the engine's own bookkeeping (where the cache is, the bounds' keys)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr in left_out:
+                base = node.value
+                name = base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", "")
+                if name == "config" and node.attr not in handled.get(relative, ()):
+                    read.add(f"{relative}: config.{node.attr}")
+    assert not read

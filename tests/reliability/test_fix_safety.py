@@ -200,3 +200,102 @@ def test_unparseable_file_is_never_written(cli: Cli, tmp_path: Path) -> None:
     proc = cli("audit", "--fix", "--no-cache", check_rc=1)
     assert "Fixed" not in proc.stderr
     assert broken.read_text() == "swa_loc = (\n"
+
+
+# -- an edit saved while --fix runs is never overwritten (issue 29) ------------------------
+
+# ``swacheck audit --fix`` that, once the fix of ``bufs.py`` is computed and before it is
+# written, says so (``ready``) and waits for the test's writer to save its edit (``go``).
+PAUSED_FIX = """
+import sys, time
+from pathlib import Path
+
+from swacheck.engine import passes
+
+fix = passes.Passes.fix
+
+
+def paused(self, source, *args, **kwargs):
+    outcome = fix(self, source, *args, **kwargs)
+    if source.key == "bufs.py":
+        Path("ready").touch()
+        deadline = time.monotonic() + 60
+        while not Path("go").exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+    return outcome
+
+
+passes.Passes.fix = paused
+from swacheck.cli import main
+
+sys.exit(main(["audit", "--fix", "--no-cache", "--jobs", "1", *sys.argv[1:]]))
+"""
+EDITED = INT64_SWA + "swa_indices = torch.arange(8, dtype=torch.int64)  # saved meanwhile\n"
+
+
+def test_an_edit_saved_during_the_run_is_not_overwritten(tmp_path: Path) -> None:
+    """A writer process saves bufs.py after the audit read it and before its fix is
+    written: the edit stays, the file is reported (SWA999, exit 1) and the other file
+    is fixed as usual."""
+    target = write(tmp_path / "bufs.py", INT64_SWA)
+    other = write(tmp_path / "other.py", INT64_SWA)
+    audit = subprocess.Popen(
+        [sys.executable, "-c", PAUSED_FIX, "bufs.py", "other.py"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "ready").exists() and audit.poll() is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    target.write_text(EDITED)  # the editor's save, in place
+    (tmp_path / "go").touch()
+    out, err = audit.communicate(timeout=120)
+    assert audit.returncode == 1, (out, err)
+    assert target.read_text() == EDITED
+    assert other.read_text() == FIXED
+    assert "bufs.py:1:1: SWA999 File changed on disk during the run" in out
+    assert "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bufs.py", "go", "other.py", "ready"]
+
+
+def test_an_edit_just_before_the_rename_is_kept(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The last moments: a save by rename while the fixed copy is written, and a save in
+    place just before the fixed copy is renamed over the file (then put back)."""
+    from swacheck.engine import fixer
+
+    target = write(tmp_path / "bufs.py", INT64_SWA)
+    original = INT64_SWA.encode()
+    sibling = fixer._write_sibling
+
+    def saved_by_rename(*args):  # type: ignore[no-untyped-def]
+        name = sibling(*args)
+        write(tmp_path / "editor.tmp", EDITED)
+        os.replace(tmp_path / "editor.tmp", target)
+        return name
+
+    monkeypatch.setattr(fixer, "_write_sibling", saved_by_rename)
+    with pytest.raises(fixer.ChangedOnDisk):
+        fixer.write_atomic(target, FIXED.encode(), expected=original)
+    assert target.read_text() == EDITED
+    monkeypatch.undo()
+
+    write(tmp_path / "bufs.py", INT64_SWA)
+    replace = os.replace
+
+    def saved_in_place(source, destination):  # type: ignore[no-untyped-def]
+        monkeypatch.undo()  # once: the file is put back with os.replace itself
+        Path(destination).write_text(EDITED)
+        replace(source, destination)
+
+    monkeypatch.setattr(fixer.os, "replace", saved_in_place)
+    with pytest.raises(fixer.ChangedOnDisk):
+        fixer.write_atomic(target, FIXED.encode(), expected=original)
+    assert target.read_text() == EDITED
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bufs.py"]
+    # The same bytes saved again are no change: the fix is written.
+    write(tmp_path / "bufs.py", INT64_SWA)
+    fixer.write_atomic(target, FIXED.encode(), expected=original)
+    assert target.read_text() == FIXED
