@@ -11,7 +11,9 @@ import contextlib
 import gc
 import json
 import os
+import signal
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import fields
 from pathlib import Path
@@ -200,9 +202,16 @@ def _audit(args: argparse.Namespace) -> int:
     }
     if stdin:
         text = sys.stdin.buffer.read()
-        result = workspace.audit(documents={document: text}, **options)
+        try:
+            with _terminate_on_sigterm():
+                result = workspace.audit(documents={document: text}, **options)
+        except BaseException:
+            if fix and not args.silent:  # an editor replaces its buffer with stdout
+                _write_fixed_source(AuditResult(), document, text)
+            raise
     else:
-        result = workspace.audit(args.paths, **options)
+        with _terminate_on_sigterm():
+            result = workspace.audit(args.paths, **options)
     style = Style(unsafe_fixes=args.unsafe_fixes)
     with _report_stream(args.output_file) as out:
         if not args.silent:
@@ -218,6 +227,28 @@ def _audit(args: argparse.Namespace) -> int:
     for error in result.errors:
         print(f"error: {error}", file=sys.stderr)
     return _exit_status(args, result)
+
+
+class _Terminated(BaseException):
+    """SIGTERM arrived: the audit unwinds (its worker processes are stopped) and exits."""
+
+
+@contextlib.contextmanager
+def _terminate_on_sigterm() -> Iterator[None]:
+    """SIGTERM stops the audit as SIGINT does: by an exception in the main thread, so the
+    worker processes are stopped on the way out (exit status 143)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum: int, frame: object) -> None:
+        raise _Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _write_fixed_source(result: AuditResult, document: Path, text: bytes) -> None:
@@ -418,6 +449,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
+    except _Terminated:
+        return 128 + signal.SIGTERM
     except BrokenPipeError:
         return EXIT_CLEAN
 

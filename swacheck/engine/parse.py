@@ -15,6 +15,8 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper
 
 from swacheck.analysis.tree import TreeMaps
+from swacheck.engine import limits
+from swacheck.engine.guards import Shape, shape_problem
 from swacheck.engine.noqa import NONE, Suppressions, suppressions
 from swacheck.engine.regions import blank_irrelevant_definitions
 from swacheck.finding import PARSE_ERROR_CODE, Finding, Position
@@ -63,18 +65,12 @@ def _too_deep(data: bytes) -> bool:
     return False
 
 
-# libcst's parser takes time quadratic in the length of a chain of trailers (a 2,000-long
-# ``a[0][0]…`` takes seconds, a 5,000-long one minutes) inside native code that cannot be
-# interrupted; CPython has no limit. Real code stays far below this many links in a row.
-MAX_CHAIN = 200
-_CHAIN = re.compile(rb"(?:\.[ \t]*[A-Za-z_]\w*|\[[^\[\]\n]*\]|\([^()\n]*\)){%d}" % (MAX_CHAIN + 1))
-_TOO_LONG_CHAIN = (
-    f"a chain of more than {MAX_CHAIN} attribute, call or subscript links is too long to analyse"
-)
+class _ShapeRefused(Exception):
+    """A shape libcst's native parser cannot take (:mod:`swacheck.engine.guards`)."""
 
-
-class _ChainTooLong(Exception):
-    pass
+    def __init__(self, shape: Shape) -> None:
+        super().__init__(shape.reason)
+        self.shape = shape
 
 
 def nesting_finding(path: str) -> Finding:
@@ -118,10 +114,9 @@ def parse_source(
             raise ValueError("source contains a NUL byte")
         if not nesting_checked and _too_deep(data):
             raise RecursionError
-        chain = _CHAIN.search(data)
-        if chain is not None:
-            row = data[: chain.start()].count(b"\n") + 1
-            raise _ChainTooLong
+        shape = shape_problem(data)
+        if shape is not None:
+            raise _ShapeRefused(shape)
         module = cst.parse_module(data)
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         # libcst round-trips byte for byte, so the decoded bytes are ``module.code``
@@ -135,8 +130,8 @@ def parse_source(
         reason = f"cannot decode source: {_first_line_error(exc)}"
     except RecursionError:
         reason = _TOO_DEEP
-    except _ChainTooLong:
-        reason = _TOO_LONG_CHAIN
+    except _ShapeRefused as exc:
+        row, reason = exc.shape
     except ValueError as exc:
         reason = f"cannot parse: {_first_line_error(exc)}"
     return _parse_error(path, f"File could not be parsed ({reason})", row, column, data)
@@ -165,8 +160,7 @@ def too_large(path: str, data: bytes, limit: int) -> Finding | None:
     """SWA999 for a file over the ``max-file-size`` limit (0: none)."""
     if not limit or len(data) <= limit:
         return None
-    size = f"{len(data):,} bytes, over the limit of {limit:,}"
-    return _parse_error(path, f"File too large to analyse ({size}: `max-file-size`)", 1, 0, b"")
+    return limits.too_large(path, len(data), limit)
 
 
 def parse_regions(
