@@ -24,6 +24,7 @@ from swacheck.catalogue import RuleSpec, catalogue
 from swacheck.config import Config, ConfigError, parse_override, resolve_config
 from swacheck.engine.cache import result_cache
 from swacheck.engine.codes import ENGINE_CODES, engine_code
+from swacheck.engine.cores import available_cores
 from swacheck.engine.project import find_root
 from swacheck.engine.result import AuditResult
 from swacheck.engine.selection import Selection, select
@@ -118,7 +119,9 @@ def _audit_parser(commands: Any) -> None:
     config.add_argument(
         "--no-prefilter", action="store_true", help="parse every file (same findings, slower)"
     )
-    config.add_argument("--jobs", type=int, default=0, help="worker processes (0: one per core)")
+    config.add_argument(
+        "--jobs", type=int, default=0, help="worker processes (0: one per core available)"
+    )
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -190,7 +193,7 @@ def _audit(args: argparse.Namespace) -> int:
         known_codes=[spec.code for spec in specs],
         cache=not args.no_cache,
         cache_dir=args.cache_dir,
-        jobs=args.jobs or os.cpu_count() or 1,
+        jobs=args.jobs or available_cores(),
         prefilter=not args.no_prefilter,
     )
     fix = args.fix and not args.diff

@@ -16,8 +16,11 @@ language server stops answering), or allocate gigabytes. So every unit of work o
 - **Bounds set by the operating system** around each unit (``engine/limits.py``): CPU
   time (``max-file-time``; beyond it the worker is stopped even inside native code) and
   address space (``max-file-memory`` beyond what the worker holds). A parent-side
-  watchdog kills a worker on one file for longer than :func:`wall_limit` of wall-clock
-  time (a worker that makes no progress at all: stopped, or blocked).
+  watchdog kills a worker that makes no progress on a file (its CPU time stands still
+  for :data:`STALL_S` seconds: stopped, blocked, swapped out for good); where a process's
+  CPU time cannot be read, one that holds a file longer than :func:`wall_limit`. A
+  loaded machine slows a worker down, so it never decides a file's answer: the CPU-time
+  bound does.
 - **A crash costs one file.** When a worker dies, the file it was on is answered with
   ``SWA999`` and the reason (``parser crashed (SIGSEGV)``, over the time or the memory
   limit), a new worker is forked, and the files whose trees died with it are parsed
@@ -82,12 +85,28 @@ _IDLE, _PHASES = b"-", {units.PARSING: b"p", units.ANALYSING: b"a"}
 _PR_SET_PDEATHSIG = 1
 
 
+# Seconds a worker's CPU time may stand still on one file before the watchdog stops it.
+STALL_S = 30.0
+# How often the watchdog looks (at most), in seconds.
+_WATCH_S = 1.0
+
+
 def wall_limit(config: Config) -> float:
-    """Seconds of wall-clock time one file may hold a worker before the watchdog stops
-    it (0: none). Generous: the CPU-time bound is what decides a file's answer (a loaded
-    machine must not change it); this one stops a worker that makes no progress."""
+    """Where a worker's CPU time cannot be read (no ``/proc``): the seconds of wall-clock
+    time one file may hold it before the watchdog stops it. Generous, so that a loaded
+    machine does not change a file's answer."""
     seconds = config.max_file_time
-    return 4 * seconds + 30 if seconds > 0 else 0.0
+    return 4 * seconds + STALL_S if seconds > 0 else 0.0
+
+
+def _cpu_ticks(pid: int) -> int | None:
+    """A process's CPU time so far, in clock ticks (Linux); ``None`` where unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 class WorkerError(RuntimeError):
@@ -157,6 +176,17 @@ class _Serving:
         self.index: ProjectIndex | None = None
         self.trees: dict[int, Parsed] = {}
         self._phase = phase
+        self._frozen = False
+
+    def _settle(self) -> None:
+        """Between audits of a kept worker (a language server's): collect what the audit
+        left in reference cycles; after the first, freeze what lives on (the project's
+        facts), so later collections do not walk it again (as the server itself does,
+        ``server/projects.py``). The cyclic collector stays off while files are handled."""
+        gc.collect()
+        if not self._frozen:
+            gc.freeze()
+            self._frozen = True
 
     def phase(self, name: str) -> None:
         self._phase[0:1] = _PHASES.get(name, _IDLE)
@@ -185,6 +215,7 @@ class _Serving:
                 continue
             if kind == "end":
                 self.trees.clear()
+                self._settle()
                 continue
             number = message[1]
             reply: Any = None
@@ -292,7 +323,10 @@ class _Worker:
     # Files (by number) whose trees it keeps for this audit.
     trees: set[int] = field(default_factory=set)
     task: _Task | None = None
-    started: float = 0.0
+    # The watchdog's last look: when, the CPU ticks it saw, and when they last moved.
+    looked: float = 0.0
+    ticks: int | None = None
+    progress: float = 0.0
     stopped: bool = False  # killed by the watchdog
 
 
@@ -338,8 +372,8 @@ def _failure(
     elif cause == "wall":
         finding = beyond_limits(
             key,
-            f"File too slow to analyse (over the time limit: no answer in {details} s "
-            "of wall-clock time; `max-file-time`)",
+            f"File too slow to analyse (over the time limit: its worker made no progress "
+            f"for {details} s and was stopped; `max-file-time`)",
         )
     elif details.startswith("parser"):
         finding = beyond_limits(key, f"File could not be parsed ({details})")
@@ -362,12 +396,14 @@ class WorkerPool:
         config: Config,
         regions: TriggerSet | None,
         size: int,
-        wall: float | None = None,
+        stall: float | None = None,
     ) -> None:
         self.rules = tuple(rules)
         self.config, self.regions = config, regions
         self.size = max(1, size)
-        self.wall = wall_limit(config) if wall is None else wall
+        if stall is None:
+            stall = STALL_S if _cpu_ticks(os.getpid()) is not None else wall_limit(config)
+        self.stall = stall
         self._workers: list[_Worker] = []
         # The facts the parent holds, by key: what a worker forked now starts with.
         self._view: dict[str, Any] = {}
@@ -460,7 +496,9 @@ class WorkerPool:
             message = ("parse", task.number, task.key, data, *task.rest)
         else:
             message = (task.kind, task.number, task.key, task.rest[0], data, *task.rest[1:])
-        worker.task, worker.started = task, time.monotonic()
+        worker.task = task
+        worker.looked = worker.progress = time.monotonic()
+        worker.ticks = None
         worker.conn.send(message)
 
     def _sync(self, worker: _Worker) -> None:
@@ -520,11 +558,8 @@ class WorkerPool:
     def _wait(
         self, busy: list[_Worker], free: deque[_Task], owned: dict[int, deque[_Task]]
     ) -> None:
-        timeout = None
-        if self.wall > 0:
-            timeout = max(0.0, min(w.started for w in busy) + self.wall - time.monotonic())
         by_conn = {worker.conn: worker for worker in busy}
-        for conn in wait(list(by_conn), timeout):
+        for conn in wait(list(by_conn), _WATCH_S if self.stall > 0 else None):
             worker = by_conn[conn]
             try:
                 _, reply = conn.recv()
@@ -534,13 +569,25 @@ class WorkerPool:
             task, worker.task = worker.task, None
             assert task is not None
             task.done(task, worker, reply)
-        if self.wall > 0:
-            now = time.monotonic()
-            for worker in busy:
-                if worker.task is not None and now - worker.started > self.wall:
-                    worker.stopped = True
-                    self._kill(worker)
-                    self._lost(worker, free, owned)
+        if self.stall > 0:
+            self._watch(busy, free, owned)
+
+    def _watch(
+        self, busy: list[_Worker], free: deque[_Task], owned: dict[int, deque[_Task]]
+    ) -> None:
+        """Stop a worker whose CPU time has not moved for ``stall`` seconds."""
+        now = time.monotonic()
+        for worker in busy:
+            if worker.task is None or now - worker.looked < _WATCH_S:
+                continue
+            worker.looked = now
+            ticks = _cpu_ticks(worker.pid)
+            if ticks is not None and ticks != worker.ticks:
+                worker.ticks, worker.progress = ticks, now
+            elif now - worker.progress > self.stall:
+                worker.stopped = True
+                self._kill(worker)
+                self._lost(worker, free, owned)
 
     def _lost(self, worker: _Worker, free: deque[_Task], owned: dict[int, deque[_Task]]) -> None:
         """A worker died: its file is answered with the reason, its other files (whose
@@ -548,7 +595,7 @@ class WorkerPool:
         self._kill(worker)
         why = self._reap(worker)
         if why[0] == "wall":
-            why = ("wall", f"{self.wall:g}")
+            why = ("wall", f"{self.stall:g}")
         task, worker.task = worker.task, None
         if task is not None:
             findings = task.rest[2] if task.kind == "fix" else []

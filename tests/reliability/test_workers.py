@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -113,19 +114,54 @@ def test_a_worker_holds_only_its_own_socket(tmp_path: Path) -> None:
         audit.wait()
 
 
-def test_the_watchdog_stops_a_worker_that_gives_no_answer() -> None:
-    """No CPU-time bound (``max-file-time = 0``), so only the wall-clock watchdog can
-    stop the native parse; the file is answered and the pool goes on."""
+def test_the_watchdog_stops_a_worker_that_makes_no_progress() -> None:
+    """A worker stopped (SIGSTOP) in the middle of a file: its CPU time stands still, so
+    the watchdog kills it; the file is answered and a new worker takes the next one.
+    (A worker that is merely slow, on a loaded machine, goes on: its CPU time moves.)"""
     from swacheck.rules import all_rules
 
-    pool = WorkerPool(all_rules(), Config(max_file_time=0), None, 1, wall=1.0)
+    pool = WorkerPool(all_rules(), Config(), None, 1, stall=2.0)
+
+    def stop_the_worker() -> None:
+        _until(lambda: bool(pool._workers), 30)
+        time.sleep(0.5)
+        os.kill(pool._workers[0].pid, signal.SIGSTOP)
+
+    stopper = threading.Thread(target=stop_the_worker)
+    stopper.start()
     try:
         started = time.monotonic()
-        found = pool.first_pass(
-            [(0, "slow.py", SLOW, False), (1, "ok.py", INT64_SWA.encode(), False)], {}
-        )
-        assert time.monotonic() - started < 30
-        assert found[0].code == "SWA999" and "no answer in 1 s" in found[0].message
+        jobs = [(0, "slow.py", SLOW, False), (1, "ok.py", INT64_SWA.encode(), False)]
+        found = pool.first_pass(jobs, {})
+        assert time.monotonic() - started < 60
+        assert found[0].code == "SWA999"
+        assert "made no progress for 2 s" in found[0].message
         assert not hasattr(found[1], "code")  # the next file's facts, from a new worker
     finally:
+        stopper.join()
         pool.close()
+
+
+def test_without_fork_the_units_run_in_the_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where ``fork`` does not exist (Windows), the same audit runs in-process."""
+    from swacheck.engine.audit import AuditOptions, audit_sources
+    from swacheck.rules import all_rules
+
+    monkeypatch.delattr(os, "fork")
+    options = AuditOptions(rules=all_rules(), config=Config(), jobs=2)
+    result = audit_sources({"bufs.py": INT64_SWA, "ok.py": "x = 1\n"}, options, tmp_path)
+    assert [f.code for f in result.findings] == ["SWA002"]
+
+
+def test_the_default_jobs_follow_the_cores_a_container_grants(tmp_path: Path) -> None:
+    from swacheck.engine.cores import _quota, available_cores
+
+    v2 = write(tmp_path / "cpu.max", "150000 100000\n")
+    assert _quota(str(v2)) == 2
+    assert _quota(str(write(tmp_path / "unlimited", "max 100000\n"))) is None
+    quota = write(tmp_path / "quota", "300000\n")
+    assert _quota(str(quota), str(write(tmp_path / "period", "100000\n"))) == 3
+    assert _quota(str(tmp_path / "missing")) is None
+    assert 1 <= available_cores() <= (os.cpu_count() or 1)
