@@ -154,7 +154,7 @@ def hostile() -> int:
     }
     cases |= {name: (content, []) for name, (content, _) in UNREADABLE.items()}
     print(f"# load: {os.getloadavg()}")
-    print("| input | size | time | peak of the process tree | answer |")
+    print("| input | size | time (CPU) | peak of the process tree | answer |")
     print("| --- | --- | --- | --- | --- |")
     for name, (content, options) in cases.items():
         with tempfile.TemporaryDirectory() as tmp:
@@ -169,7 +169,8 @@ def hostile() -> int:
             ordinary = found.get("zz_ordinary.py", {}).get("code")
             note = f"{' '.join(options[1:])}; " if options else ""
             print(
-                f"| {name} | {len(content) / 1000:,.0f} KB | {result.seconds:.1f} s | "
+                f"| {name} | {len(content) / 1000:,.0f} KB | {result.seconds:.1f} s "
+                f"({result.cpu:.1f} s) | "
                 f"{result.peak_mib:.0f} MiB | {note}{answer} (ordinary file: {ordinary}) |",
                 flush=True,
             )

@@ -17,8 +17,9 @@ What is measured, on the bytes with comments and string literals removed:
   operator or a dot, or ends with a backslash; ``and``, ``or``, ``not``, ``if`` and
   ``else`` count as operators. Real engine code stays under 100 (SGLang 0.5.23's most
   is 98); beyond :data:`MAX_RUN` a file is not parsed;
-- the elements of one literal or call (checked only in a file holding that many
-  commas): beyond :data:`MAX_ELEMENTS` a file is not parsed;
+- the elements of one literal or call (looked for only in a file holding that many
+  commas: the commas between two brackets, else CPython's parse of the file): beyond
+  :data:`MAX_ELEMENTS` a file is not parsed;
 - a decimal integer of more digits than CPython converts (4,300 by default): CPython
   rejects the file (``Exceeds the limit … for integer string conversion``), so it is a
   syntax error, reported as CPython words it.
@@ -113,19 +114,52 @@ def shape_problem(data: bytes) -> Shape | None:
             f"a chain of more than {MAX_RUN} operators, dots or brackets in a row "
             "is too long to analyse",
         )
-    if code.count(b",") > MAX_ELEMENTS or _DIGITS.search(code):
+    if code.count(b",") > MAX_ELEMENTS:
+        flat = _flat_elements(data)
+        if flat is not None:
+            return flat
+        return _python_verdict(data)
+    if _DIGITS.search(code):
         return _python_verdict(data)
     return None
+
+
+def _keep_rows(match: re.Match[bytes]) -> bytes:
+    """A comment or string removed, the line breaks it spans kept (for counting rows)."""
+    return b"\0" * match.group().count(b"\n")
+
+
+# Brackets end a stretch of elements; every other byte stays (and keeps offsets).
+_BRACKETS_ONLY = bytes(ord("|") if chr(c) in "()[]{}" else c for c in range(256))
+
+
+def _flat_elements(data: bytes) -> Shape | None:
+    """A literal or call whose elements hold no brackets, over :data:`MAX_ELEMENTS`: the
+    commas between two brackets (no parse needed)."""
+    code = _NOT_CODE.sub(_keep_rows, data)
+    stretches = code.translate(_BRACKETS_ONLY).split(b"|")
+    counts = [stretch.count(b",") for stretch in stretches]
+    longest = max(range(len(counts)), key=counts.__getitem__)
+    if counts[longest] <= MAX_ELEMENTS:
+        return None
+    start = sum(map(len, stretches[:longest])) + longest
+    row = 1 + code.count(b"\n", 0, start) + code.count(b"\0", 0, start)
+    return Shape(row, _too_many(counts[longest], exact=False))
+
+
+def _too_many(count: int, exact: bool = True) -> str:
+    elements = f"{count:,}" if exact else f"at least {count:,}"
+    return (
+        f"a literal or call of {elements} elements, more than {MAX_ELEMENTS:,}, "
+        "is too large to analyse"
+    )
 
 
 def _run_row(data: bytes) -> int:
     """The row the longest run of ``data`` starts on (slow; only for a file that has one)."""
 
-    def blank(match: re.Match[bytes]) -> bytes:
-        # Keep the line breaks a comment or string spans, as line breaks that join.
-        return b"\0" * match.group().count(b"\n")
-
-    code = _WORD_OPERATORS.sub(b"~", _NOT_CODE.sub(blank, data))
+    # The line breaks a comment or string spans are kept, as line breaks that join.
+    code = _WORD_OPERATORS.sub(b"~", _NOT_CODE.sub(_keep_rows, data))
     classes = code.replace(b"\\\r\n", b"\0").replace(b"\\\n", b"\0")
     classes = classes.translate(_ROW_CLASSES, b" \t\f\r")
     while b"NN" in classes:
@@ -167,9 +201,5 @@ def _python_verdict(data: bytes) -> Shape | None:
         else:
             continue
         if count > MAX_ELEMENTS:
-            return Shape(
-                getattr(node, "lineno", 1),
-                f"a literal or call of {count:,} elements, more than {MAX_ELEMENTS:,}, "
-                "is too large to analyse",
-            )
+            return Shape(getattr(node, "lineno", 1), _too_many(count))
     return None

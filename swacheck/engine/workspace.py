@@ -159,7 +159,10 @@ def _document_bytes(text: str | bytes) -> bytes:
     surrogates, which the parse then reports as undecodable (that document's SWA999)."""
     if isinstance(text, bytes):
         return text
-    data = text.encode("utf-8", "surrogatepass")
+    try:
+        data = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate that escapes no byte
+        data = text.encode("utf-8", "surrogatepass")
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
         return text.encode("utf-8" if encoding == "utf-8-sig" else encoding)
