@@ -99,13 +99,15 @@ def parse_source(
     data: bytes,
     *,
     nesting_checked: bool = False,
+    shape_checked: bool = False,
     noqa: Suppressions | None = None,
 ) -> Parsed | Finding:
     """Parse ``data`` honouring its PEP 263 encoding; failures become an SWA999 finding.
 
     ``nesting_checked``: CPython's parser already accepted ``data`` (``engine.regions``);
-    ``noqa``: the suppressions to keep, when they are not ``data``'s own (those of the
-    whole file, for ``data`` with definitions blanked out).
+    ``shape_checked``: the guards (``engine.guards``) passed ``data``, or the whole file
+    it was cut from; ``noqa``: the suppressions to keep, when they are not ``data``'s own
+    (those of the whole file, for ``data`` with definitions blanked out).
     """
     row, column = 1, 0
     try:
@@ -114,7 +116,7 @@ def parse_source(
             raise ValueError("source contains a NUL byte")
         if not nesting_checked and _too_deep(data):
             raise RecursionError
-        shape = shape_problem(data)
+        shape = None if shape_checked else shape_problem(data)
         if shape is not None:
             raise _ShapeRefused(shape)
         module = cst.parse_module(data)
@@ -168,21 +170,27 @@ def parse_regions(
 ) -> Parsed | Finding:
     """Parse ``data`` with the definitions ``regions`` matches no trigger of blanked out
     (``engine.regions``), if that parses; else the whole file. A file over ``max_size``
-    bytes (0: no limit) is not parsed at all."""
+    bytes (0: no limit) is not parsed at all, nor one of a shape the guards refuse:
+    they look at the whole file before anything parses it, CPython's parser included
+    (its tree of a 990 KB call takes 500 MB)."""
     oversized = too_large(path, data, max_size)
     if oversized is not None:
         return oversized
+    shape = shape_problem(data)
+    if shape is not None:
+        row, reason = shape
+        return _parse_error(path, f"File could not be parsed ({reason})", row, 0, data)
     if regions is not None:
         sparse = blank_irrelevant_definitions(data, regions)
         if sparse is not None:
             # CPython accepted the file: its nesting need not be checked again.
             if sparse is data:
-                return parse_source(path, data, nesting_checked=True)
+                return parse_source(path, data, nesting_checked=True, shape_checked=True)
             # The suppressions are the whole file's (blanked definitions keep theirs),
             # read once: not also from the blanked text.
             noqa = suppressions(data)
-            parsed = parse_source(path, sparse, nesting_checked=True, noqa=noqa)
+            parsed = parse_source(path, sparse, nesting_checked=True, shape_checked=True, noqa=noqa)
             if not isinstance(parsed, Parsed):
-                return parse_source(path, data)
+                return parse_source(path, data, shape_checked=True)
             return dataclasses.replace(parsed, partial=True)
-    return parse_source(path, data)
+    return parse_source(path, data, shape_checked=True)

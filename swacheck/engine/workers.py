@@ -54,6 +54,7 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -218,6 +219,8 @@ class _Serving:
                 self._settle()
                 continue
             number = message[1]
+            if kind != "parse":
+                self.project()  # built once per change of the index, outside the file's bounds
             reply: Any = None
             try:
                 with os_limits(self.config.max_file_time, self.config.max_file_memory):
@@ -305,7 +308,7 @@ class _Task:
     number: int
     key: str
     data: bytes
-    # The message without the bytes of a file whose tree the worker holds: built by send.
+    # What the message holds after the key and the bytes (see ``_send``).
     rest: tuple[Any, ...]
     done: Callable[[_Task, _Worker | None, Any], None]
 
@@ -338,9 +341,9 @@ def _signal_name(number: int) -> str:
 
 
 def _why(status: int, errors: bytes, phase: bytes, stopped: bool) -> tuple[str, str]:
-    """Why a worker died: ``("time" | "wall" | "memory" | "crash", details)``."""
+    """Why a worker died: ``("time" | "stalled" | "memory" | "crash", details)``."""
     if stopped:
-        return "wall", ""
+        return "stalled", ""
     memory = b"memory allocation of" in errors or b"MemoryError" in errors
     if os.WIFSIGNALED(status):
         number = os.WTERMSIG(status)
@@ -369,7 +372,7 @@ def _failure(
         finding = out_of_time(key, config.max_file_time)
     elif cause == "memory":
         finding = out_of_memory(key, config.max_file_memory)
-    elif cause == "wall":
+    elif cause == "stalled":
         finding = beyond_limits(
             key,
             f"File too slow to analyse (over the time limit: its worker made no progress "
@@ -418,7 +421,12 @@ class WorkerPool:
         phase[0:1] = _IDLE
         view = dict(self._view)
         parent = os.getpid()
-        pid = os.fork()
+        with warnings.catch_warnings():
+            # Python 3.12+ warns of fork() in a process with threads (a language server's
+            # event loop): the child runs only the loop below, which takes no lock another
+            # thread could hold (it talks through its socket and writes with os.write).
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
         if pid == 0:  # the worker
             status = 0
             try:
@@ -594,8 +602,8 @@ class WorkerPool:
         trees died with it) go to the others."""
         self._kill(worker)
         why = self._reap(worker)
-        if why[0] == "wall":
-            why = ("wall", f"{self.stall:g}")
+        if why[0] == "stalled":
+            why = ("stalled", f"{self.stall:g}")
         task, worker.task = worker.task, None
         if task is not None:
             findings = task.rest[2] if task.kind == "fix" else []
