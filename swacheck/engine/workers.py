@@ -117,14 +117,26 @@ class WorkerError(RuntimeError):
 # -- the worker process ----------------------------------------------------------------
 
 
-def _die_with_parent(parent: int) -> None:
-    """Linux: the kernel kills this process when the thread that forked it ends."""
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
+def _prctl() -> Callable[..., int] | None:
+    """Linux's ``prctl``, looked up once in the parent (a worker must not pay for
+    importing ctypes at each fork); ``None`` elsewhere."""
+    global _PRCTL
+    if _PRCTL is None and sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError, ImportError):
             import ctypes
 
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+    return _PRCTL
+
+
+_PRCTL: Callable[..., int] | None = None
+
+
+def _die_with_parent(parent: int) -> None:
+    """Linux: the kernel kills this process when the thread that forked it ends."""
+    prctl = _PRCTL
+    if prctl is not None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent:  # the parent died before the signal was armed
         os._exit(0)
 
@@ -421,6 +433,7 @@ class WorkerPool:
         phase[0:1] = _IDLE
         view = dict(self._view)
         parent = os.getpid()
+        _prctl()
         with warnings.catch_warnings():
             # Python 3.12+ warns of fork() in a process with threads (a language server's
             # event loop): the child runs only the loop below, which takes no lock another
