@@ -12,7 +12,9 @@ import contextlib
 import gc
 import json
 import os
+import signal
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import fields
 from pathlib import Path
@@ -24,6 +26,7 @@ from swacheck.config import Config, ConfigError, parse_override, resolve_config
 from swacheck.engine.baseline import Baseline, BaselineError, write_baseline
 from swacheck.engine.cache import result_cache
 from swacheck.engine.codes import ENGINE_CODES
+from swacheck.engine.cores import available_cores
 from swacheck.engine.project import find_root
 from swacheck.engine.result import AuditResult
 from swacheck.engine.selection import Selection, select
@@ -158,7 +161,9 @@ def _audit_parser(commands: Any) -> None:
     config.add_argument(
         "--no-prefilter", action="store_true", help="parse every file (same findings, slower)"
     )
-    config.add_argument("--jobs", type=int, default=0, help="worker processes (0: one per core)")
+    config.add_argument(
+        "--jobs", type=int, default=0, help="worker processes (0: one per core available)"
+    )
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -270,7 +275,7 @@ def _audit(args: argparse.Namespace) -> int:
         known_codes=[spec.code for spec in specs],
         cache=not args.no_cache,
         cache_dir=args.cache_dir,
-        jobs=args.jobs or os.cpu_count() or 1,
+        jobs=args.jobs or available_cores(),
         prefilter=not args.no_prefilter,
     )
     fix = args.fix and not args.diff
@@ -283,11 +288,18 @@ def _audit(args: argparse.Namespace) -> int:
     documents: dict[str, bytes] = {}
     if stdin:
         text = sys.stdin.buffer.read()
-        result = workspace.audit(documents={document: text}, **options)
+        try:
+            with _terminate_on_sigterm():
+                result = workspace.audit(documents={document: text}, **options)
+        except BaseException:
+            if fix and not args.silent:  # an editor replaces its buffer with stdout
+                _write_fixed_source(AuditResult(), document, text)
+            raise
         documents = {shown: result.fixed_documents.get(shown, text) for shown in result.files}
     else:
         add_noqa = args.add_noqa_reason if args.add_noqa else None
-        result = workspace.audit(args.paths, add_noqa=add_noqa, **options)
+        with _terminate_on_sigterm():
+            result = workspace.audit(args.paths, add_noqa=add_noqa, **options)
     texts = FileTexts(result.files, documents)
     enabled = [spec.code for spec in selection.rules] + sorted(selection.engine_codes)
     if args.add_noqa:
@@ -383,6 +395,28 @@ def _apply_baseline(
             f"{listed}"
         )
     return notes
+
+
+class _Terminated(BaseException):
+    """SIGTERM arrived: the audit unwinds (its worker processes are stopped) and exits."""
+
+
+@contextlib.contextmanager
+def _terminate_on_sigterm() -> Iterator[None]:
+    """SIGTERM stops the audit as SIGINT does: by an exception in the main thread, so the
+    worker processes are stopped on the way out (exit status 143)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum: int, frame: object) -> None:
+        raise _Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _write_fixed_source(result: AuditResult, document: Path, text: bytes) -> None:
@@ -593,6 +627,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
+    except _Terminated:
+        return 128 + signal.SIGTERM
     except BrokenPipeError:
         return EXIT_CLEAN
 

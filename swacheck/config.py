@@ -15,6 +15,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from swacheck.files import read_regular
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.10 only
@@ -35,6 +37,11 @@ DEFAULT_SWA_LOC_PATTERN = (
 )
 
 INTEGER_DTYPES = ("int32", "int64")
+# The largest per-file bounds accepted (bytes, CPU seconds, MiB): beyond them a bound is
+# no bound, and the operating system's interfaces overflow (``setitimer``, ``setrlimit``).
+MAX_FILE_SIZE = 2**40
+MAX_FILE_TIME = 86_400
+MAX_FILE_MEMORY = 2**30
 # How a pool caches translations, for the runtime sanitizer (``auto``: observed).
 CACHE_MODELS = ("auto", "none", "memoising", "attribute")
 
@@ -73,11 +80,13 @@ class Config:
     per_file_ignores: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     respect_gitignore: bool = True
     cache_dir: str = ".swacheck_cache"
-    # Per-file bounds (0: none), so one generated file cannot stall a hook or a CI job: a
-    # candidate file's size in bytes, and the CPU seconds each pass over it may take. A
-    # file beyond either is answered with SWA999.
+    # Per-file bounds (0: none), so one generated or hostile file cannot stall or kill a
+    # hook, a CI job or an editor: a candidate file's size in bytes, the CPU seconds each
+    # pass over it may take, and the memory (MiB of address space) a worker process may
+    # add while it handles it. A file beyond any is answered with SWA999.
     max_file_size: int = 1_000_000
     max_file_time: float = 20.0
+    max_file_memory: int = 768
     # Where the configuration was read from (``None``: defaults only).
     source: Path | None = None
 
@@ -99,12 +108,16 @@ class Config:
                 PurePosixPath("x.py").match(glob)
             except (ValueError, re.error) as exc:
                 raise ConfigError(f"per-file-ignores: invalid glob {glob!r}: {exc}") from None
-        for key, limit in (
-            ("max-file-size", self.max_file_size),
-            ("max-file-time", self.max_file_time),
+        for key, limit, most in (
+            ("max-file-size", self.max_file_size, MAX_FILE_SIZE),
+            ("max-file-time", self.max_file_time, MAX_FILE_TIME),
+            ("max-file-memory", self.max_file_memory, MAX_FILE_MEMORY),
         ):
-            if limit < 0:
-                raise ConfigError(f"{key}: expected 0 (no limit) or a positive number, got {limit}")
+            if not 0 <= limit <= most:  # NaN compares false, so it is refused too
+                raise ConfigError(
+                    f"{key}: expected 0 (no limit) or a positive number up to {most:,}, "
+                    f"got {limit!r}"
+                )
         if self.swa_loc_dtype not in INTEGER_DTYPES:
             raise ConfigError(
                 f"swa-loc-dtype: expected one of {', '.join(INTEGER_DTYPES)}, "
@@ -254,10 +267,18 @@ def config_from_table(table: Mapping[str, Any], source: Path | None = None) -> C
     return Config(source=source, **values)
 
 
+# No configuration file is this large; a larger one is not read.
+CONFIG_FILE_LIMIT = 16 * 2**20
+
+
 def _table(path: Path) -> dict[str, Any]:
     """The raw ``[tool.swacheck]`` table of a pyproject.toml (or a bare swacheck.toml)."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        # Non-blocking and regular files only: a FIFO named f.toml must not hang the run.
+        raw = read_regular(path, CONFIG_FILE_LIMIT).data
+        if raw is None:
+            raise ConfigError(f"{path}: cannot read: larger than {CONFIG_FILE_LIMIT:,} bytes")
+        data = tomllib.loads(raw.decode("utf-8"))
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
@@ -308,10 +329,10 @@ def find_config_file(start: Path) -> Path | None:
         candidate = folder / "pyproject.toml"
         if os.path.isfile(candidate):
             try:
-                text = candidate.read_text(encoding="utf-8", errors="replace")
+                data = read_regular(candidate, CONFIG_FILE_LIMIT).data
             except OSError:
                 continue
-            if "[tool.swacheck" in text:
+            if data is not None and b"[tool.swacheck" in data:
                 return candidate
     return None
 

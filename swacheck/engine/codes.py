@@ -37,9 +37,11 @@ CANNOT_ANALYSE = EngineCode(
 ## What it does
 Reports a file swacheck could not analyse, with the reason: it does not exist (a path
 given on the command line), it cannot be read, its bytes do not decode in its declared
-encoding, it holds a NUL byte or a syntax error, it is nested too deeply (brackets, or a
-chain of more than 200 attribute, call or subscript links), or it is beyond the per-file
-limits (`max-file-size` bytes, `max-file-time` CPU seconds per pass).
+encoding, it holds a NUL byte or a syntax error, it is nested too deeply (brackets), it
+has a shape libcst's native parser cannot take (a chain of more than 200 links or
+operators in a row, a literal or call of more than 50,000 elements), it crashed the
+parser, or it is beyond the per-file limits (`max-file-size` bytes, `max-file-time` CPU
+seconds per pass, `max-file-memory` MiB).
 
 ## Why is this bad?
 No rule can check a file that is not analysed, so a bug in it would go unreported. The

@@ -15,6 +15,8 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper
 
 from swacheck.analysis.tree import TreeMaps
+from swacheck.engine import limits
+from swacheck.engine.guards import Shape, shape_problem
 from swacheck.engine.noqa import NONE, Suppressions, suppressions
 from swacheck.engine.regions import blank_irrelevant_definitions
 from swacheck.finding import PARSE_ERROR_CODE, Finding, Position
@@ -63,18 +65,12 @@ def _too_deep(data: bytes) -> bool:
     return False
 
 
-# libcst's parser takes time quadratic in the length of a chain of trailers (a 2,000-long
-# ``a[0][0]…`` takes seconds, a 5,000-long one minutes) inside native code that cannot be
-# interrupted; CPython has no limit. Real code stays far below this many links in a row.
-MAX_CHAIN = 200
-_CHAIN = re.compile(rb"(?:\.[ \t]*[A-Za-z_]\w*|\[[^\[\]\n]*\]|\([^()\n]*\)){%d}" % (MAX_CHAIN + 1))
-_TOO_LONG_CHAIN = (
-    f"a chain of more than {MAX_CHAIN} attribute, call or subscript links is too long to analyse"
-)
+class _ShapeRefused(Exception):
+    """A shape libcst's native parser cannot take (:mod:`swacheck.engine.guards`)."""
 
-
-class _ChainTooLong(Exception):
-    pass
+    def __init__(self, shape: Shape) -> None:
+        super().__init__(shape.reason)
+        self.shape = shape
 
 
 def nesting_finding(path: str) -> Finding:
@@ -103,13 +99,15 @@ def parse_source(
     data: bytes,
     *,
     nesting_checked: bool = False,
+    shape_checked: bool = False,
     noqa: Suppressions | None = None,
 ) -> Parsed | Finding:
     """Parse ``data`` honouring its PEP 263 encoding; failures become an SWA999 finding.
 
     ``nesting_checked``: CPython's parser already accepted ``data`` (``engine.regions``);
-    ``noqa``: the suppressions to keep, when they are not ``data``'s own (those of the
-    whole file, for ``data`` with definitions blanked out).
+    ``shape_checked``: the guards (``engine.guards``) passed ``data``, or the whole file
+    it was cut from; ``noqa``: the suppressions to keep, when they are not ``data``'s own
+    (those of the whole file, for ``data`` with definitions blanked out).
     """
     row, column = 1, 0
     try:
@@ -118,10 +116,9 @@ def parse_source(
             raise ValueError("source contains a NUL byte")
         if not nesting_checked and _too_deep(data):
             raise RecursionError
-        chain = _CHAIN.search(data)
-        if chain is not None:
-            row = data[: chain.start()].count(b"\n") + 1
-            raise _ChainTooLong
+        shape = None if shape_checked else shape_problem(data)
+        if shape is not None:
+            raise _ShapeRefused(shape)
         module = cst.parse_module(data)
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         # libcst round-trips byte for byte, so the decoded bytes are ``module.code``
@@ -135,8 +132,8 @@ def parse_source(
         reason = f"cannot decode source: {_first_line_error(exc)}"
     except RecursionError:
         reason = _TOO_DEEP
-    except _ChainTooLong:
-        reason = _TOO_LONG_CHAIN
+    except _ShapeRefused as exc:
+        row, reason = exc.shape
     except ValueError as exc:
         reason = f"cannot parse: {_first_line_error(exc)}"
     return _parse_error(path, f"File could not be parsed ({reason})", row, column, data)
@@ -165,8 +162,7 @@ def too_large(path: str, data: bytes, limit: int) -> Finding | None:
     """SWA999 for a file over the ``max-file-size`` limit (0: none)."""
     if not limit or len(data) <= limit:
         return None
-    size = f"{len(data):,} bytes, over the limit of {limit:,}"
-    return _parse_error(path, f"File too large to analyse ({size}: `max-file-size`)", 1, 0, b"")
+    return limits.too_large(path, len(data), limit)
 
 
 def parse_regions(
@@ -174,21 +170,27 @@ def parse_regions(
 ) -> Parsed | Finding:
     """Parse ``data`` with the definitions ``regions`` matches no trigger of blanked out
     (``engine.regions``), if that parses; else the whole file. A file over ``max_size``
-    bytes (0: no limit) is not parsed at all."""
+    bytes (0: no limit) is not parsed at all, nor one of a shape the guards refuse:
+    they look at the whole file before anything parses it, CPython's parser included
+    (its tree of a 990 KB call takes 500 MB)."""
     oversized = too_large(path, data, max_size)
     if oversized is not None:
         return oversized
+    shape = shape_problem(data)
+    if shape is not None:
+        row, reason = shape
+        return _parse_error(path, f"File could not be parsed ({reason})", row, 0, data)
     if regions is not None:
         sparse = blank_irrelevant_definitions(data, regions)
         if sparse is not None:
             # CPython accepted the file: its nesting need not be checked again.
             if sparse is data:
-                return parse_source(path, data, nesting_checked=True)
+                return parse_source(path, data, nesting_checked=True, shape_checked=True)
             # The suppressions are the whole file's (blanked definitions keep theirs),
             # read once: not also from the blanked text.
             noqa = suppressions(data)
-            parsed = parse_source(path, sparse, nesting_checked=True, noqa=noqa)
+            parsed = parse_source(path, sparse, nesting_checked=True, shape_checked=True, noqa=noqa)
             if not isinstance(parsed, Parsed):
-                return parse_source(path, data)
+                return parse_source(path, data, shape_checked=True)
             return dataclasses.replace(parsed, partial=True)
-    return parse_source(path, data)
+    return parse_source(path, data, shape_checked=True)

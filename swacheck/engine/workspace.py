@@ -58,6 +58,7 @@ from swacheck.engine.codes import ENGINE_CODES
 from swacheck.engine.facts_store import FactsRecord, FactsStore
 from swacheck.engine.fixer import ChangedOnDisk, fixable, write_atomic
 from swacheck.engine.gc_pause import gc_paused
+from swacheck.engine.limits import too_large
 from swacheck.engine.prefilter import Prefilter
 from swacheck.engine.project import (
     FileState,
@@ -70,6 +71,7 @@ from swacheck.engine.project import (
 from swacheck.engine.result import AuditResult
 from swacheck.engine.selection import ignored_for_path, is_ignored
 from swacheck.engine.sources import Source, display_path, relative_to_root
+from swacheck.files import read_regular
 from swacheck.finding import PARSE_ERROR_CODE, UNUSED_NOQA_CODE, Finding, Position
 from swacheck.triggers import TriggerSet
 
@@ -77,6 +79,7 @@ if TYPE_CHECKING:
     from swacheck.analysis.index import ModuleFacts, ProjectIndex
     from swacheck.engine.checker import CheckOutcome
     from swacheck.engine.passes import Passes
+    from swacheck.engine.workers import Workers
     from swacheck.rule import Rule
 
 DEFAULT_ENGINE_CODES = frozenset(c.code for c in ENGINE_CODES if c.default)
@@ -156,10 +159,16 @@ def _as_shown(key: str) -> str:
 
 
 def _document_bytes(text: str | bytes) -> bytes:
-    """A document's bytes: text is encoded as its coding declaration says (UTF-8 if none)."""
+    """A document's bytes: text is encoded as its coding declaration says (UTF-8 if none).
+
+    Never raises: text no encoding can hold (a lone surrogate) keeps it as encoded
+    surrogates, which the parse then reports as undecodable (that document's SWA999)."""
     if isinstance(text, bytes):
         return text
-    data = text.encode("utf-8", "surrogateescape")
+    try:
+        data = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate that escapes no byte
+        data = text.encode("utf-8", "surrogatepass")
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
         return text.encode("utf-8" if encoding == "utf-8-sig" else encoding)
@@ -189,6 +198,7 @@ class Workspace:
         cache_dir: Path | CacheFolder | None = None,
         jobs: int = 1,
         prefilter: bool = True,
+        keep_workers: bool = False,
     ) -> None:
         self.config = config
         self.root = root.resolve() if root is not None else None
@@ -198,6 +208,10 @@ class Workspace:
         self.known_codes = frozenset(known_codes or codes) | {c.code for c in ENGINE_CODES}
         self.jobs = jobs
         self.prefilter = prefilter
+        # The worker processes the files are analysed in (engine/workers.py): made at
+        # the first audit that parses, kept between audits with ``keep_workers``.
+        self._keep_workers = keep_workers
+        self._workers: Workers | None = None
         self._cwd = os.getcwd()
         self._cache: ResultCache | None = None
         if cache:
@@ -250,6 +264,11 @@ class Workspace:
         directory's when none is given)."""
         start = paths[0] if paths else Path(".")
         return cls(config, rules, root=find_root(start), **kw)
+
+    def close(self) -> None:
+        """Stop the worker processes kept between audits (``keep_workers``)."""
+        if self._workers is not None:
+            self._workers.close()
 
     # -- incremental updates -----------------------------------------------------------
 
@@ -576,20 +595,32 @@ class Workspace:
                 if entry is not None and entry[2] and entry[0] == sig:
                     states[key] = FileState(*entry[1])
                     continue
-                with open(location, "rb") as handle:
-                    data = handle.read()
+                # A regular file, opened without blocking, and not read past the size
+                # limit (the signature recorded is that of the bytes read).
+                read = read_regular(location, self.config.max_file_size)
             except OSError as exc:
                 problems[key] = exc.strerror or "cannot be read"
                 continue
-            states[key] = self._classify(data)
-            fresh[key] = data
-            inventory.record(key, sig, states[key], scan_ns)
+            if read.data is None:
+                states[key] = self._oversized(read.signature)
+            else:
+                states[key] = self._classify(read.data)
+                fresh[key] = read.data
+            inventory.record(key, read.signature, states[key], scan_ns)
         return states, fresh, problems
+
+    def _oversized(self, signature: tuple[int, int, int, int]) -> FileState:
+        """A file over ``max-file-size``, which is not read: any rule could fire in it
+        (so it is answered with SWA999), and it opens no rule's scope."""
+        codes = tuple(code for code, _ in self._triggers)
+        return FileState(f"oversized:{signature}", triggered=codes, opens=(), noqa=False)
 
     def _bytes(self, item: _File) -> bytes:
         if item.data is None:
-            with open(item.location, "rb") as handle:
-                item.data = handle.read()
+            read = read_regular(item.location, self.config.max_file_size)
+            if read.data is None:
+                raise _Oversized(read.signature[1])
+            item.data = read.data
         return item.data
 
     def _unreadable(self, item: _File, result: AuditResult) -> None:
@@ -661,6 +692,7 @@ class Workspace:
         diff: bool,
     ) -> None:
         from swacheck.engine.passes import Passes, PassOptions
+        from swacheck.engine.workers import Workers
 
         regions = None
         if self.prefilter and applicable and all(spec.region_safe for spec in applicable):
@@ -682,7 +714,9 @@ class Workspace:
             for number, item in enumerate(candidates)
         }
         by_key = {item.key: item for item in candidates}
-        passes = Passes(PassOptions(rules, self.config, self.jobs, regions))
+        if self._workers is None:
+            self._workers = Workers(self.jobs, keep=self._keep_workers)
+        passes = Passes(PassOptions(rules, self.config, self._workers, regions))
         try:
             records = self._first_pass(by_key, sources, profile, passes, result)
             project, digest = self._project_index(records)
@@ -721,19 +755,26 @@ class Workspace:
                 missing.append(key)
         if missing:
             todo = []
+            oversized: dict[int, ModuleFacts | Finding] = {}
             for key in missing:
                 try:
                     sources[key].data = self._bytes(by_key[key])
+                except _Oversized as exc:
+                    limit = self.config.max_file_size
+                    oversized[sources[key].number] = too_large(key, exc.size, limit)
+                    continue
                 except OSError:
                     continue  # gone since the scan: it is no longer part of the project
                 todo.append(sources[key])
             result.facts_parsed = len(todo)
-            firsts = passes.collect(todo)
-            for source in todo:
-                first = firsts[source.number]
-                state = by_key[source.key].state
-                assert state is not None
-                records[source.key] = self._facts.record(state.digest, profile, first)
+            known = {key: record.facts for key, record in records.items()}
+            firsts = {**oversized, **passes.collect(todo, known)}
+            for key in missing:
+                first = firsts.get(sources[key].number)
+                state = by_key[key].state
+                if first is None or state is None:
+                    continue
+                records[key] = self._facts.record(state.digest, profile, first)
             self._facts.put(records, missing)
         return records
 
@@ -939,6 +980,14 @@ def _changed_on_disk(key: str) -> Finding:
         "shown are of the version read; run again)"
     )
     return Finding(PARSE_ERROR_CODE, message, key, position, position, noqa_row=None)
+
+
+class _Oversized(OSError):
+    """A file larger than ``max-file-size``: it is not read."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(0, "larger than max-file-size")
+        self.size = size
 
 
 def _inactive(spec: RuleSpec) -> str:

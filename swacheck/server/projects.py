@@ -30,6 +30,7 @@ from swacheck.catalogue import catalogue
 from swacheck.config import Config, ConfigError, resolve_config
 from swacheck.discovery import below
 from swacheck.engine.cache import cache_folder, result_cache
+from swacheck.engine.limits import beyond_limits
 from swacheck.engine.project import find_root
 from swacheck.engine.selection import select
 from swacheck.engine.workspace import Workspace
@@ -135,20 +136,46 @@ class Projects:
                 continue
             groups.setdefault(id(project), (project, []))[1].append(snapshot)
         for project, members in groups.values():
-            result = project.workspace.audit(
-                documents={s.path: s.text for s in members}, rescan=not self.watched
-            )
-            for snapshot in members:
-                audited.findings[snapshot.uri] = result.findings_for(snapshot.path)
-            audited.errors.extend(result.errors)
-            audited.warnings.extend(result.warnings)
+            self._audit_project(project, members, audited)
         # A project no document maps to any more (its configuration moved) is let go.
         kept = {id(project) for project in self._of_path.values()}
+        for project in self._projects.values():
+            if id(project) not in kept:
+                project.workspace.close()
         self._projects = {k: p for k, p in self._projects.items() if id(p) in kept}
         if self._cold:
             _settle_heap()
             self._cold = False
         return audited
+
+    def _audit_project(self, project: Project, members: list[Snapshot], audited: Audited) -> None:
+        """The project's documents audited together; should that raise, each on its
+        own, so one document the engine fails on keeps no other's diagnostics stale (it
+        gets an SWA999 naming the failure, and the failure is logged)."""
+        for group in (members, *([s] for s in members if len(members) > 1)):
+            try:
+                result = project.workspace.audit(
+                    documents={s.path: s.text for s in group}, rescan=not self.watched
+                )
+            except Exception as exc:
+                if len(group) > 1:
+                    continue  # audit them one by one
+                failure = f"{type(exc).__name__}: {exc}"
+                audited.errors.append(f"{group[0].path}: internal error: {failure}")
+                message = f"File could not be analysed (the audit failed: {failure})"
+                audited.findings[group[0].uri] = [beyond_limits(str(group[0].path), message)]
+                continue
+            for snapshot in group:
+                audited.findings[snapshot.uri] = result.findings_for(snapshot.path)
+            audited.errors.extend(result.errors)
+            audited.warnings.extend(result.warnings)
+            if group is members:
+                return
+
+    def close(self) -> None:
+        """Stop every project's worker processes."""
+        for project in self._projects.values():
+            project.workspace.close()
 
     def fix(self, target: Snapshot, context: Sequence[Snapshot], unsafe: bool) -> str | None:
         """``target``'s text with every fix applied (``None``: nothing to fix), in the
@@ -180,6 +207,9 @@ def _project(root: Path | None, config: Config) -> Project:
         cache="read",
         cache_dir=folder,
         jobs=1,
+        # One worker process kept for the server's life: an edit forks nothing, and the
+        # worker is sent only the facts it lacks (engine/workers.py).
+        keep_workers=True,
     )
     return Project(config, workspace)
 

@@ -6,8 +6,12 @@ and ``shutdown``/``exit`` honoured, while it runs. The thread is a daemon, so an
 in the middle of a long cold start does not wait for it (a
 :class:`~concurrent.futures.ThreadPoolExecutor`'s threads are joined at exit).
 
-``max-file-time`` is a ``SIGALRM`` timer and holds in the main thread only; here only
-``max-file-size`` bounds a file (see :mod:`swacheck.engine.limits`).
+The files themselves are parsed and analysed in a worker process (kept for the
+server's life, :mod:`swacheck.engine.workers`), under every per-file bound:
+``max-file-size``, ``max-file-time`` (an ``ITIMER_PROF`` CPU-time timer in the worker's
+main thread, and the operating system's CPU limit for native code) and
+``max-file-memory``. A file that crashes libcst's parser or exceeds a bound gets
+``SWA999``; the server, which only waits on the worker's socket, keeps answering.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ import pickle
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -167,6 +168,15 @@ BAD_CONFIGS = {
         "per-file-ignores.x.py",
         "unknown rule code",
     ),
+    # Limits must be finite and bounded (nan crashed in setitimer; inf, 1e300 too).
+    **{
+        f"{key}-{name}": (f"{key} = {value}", key, "expected 0 (no limit) or a positive number")
+        for key in ("max-file-time", "max-file-size", "max-file-memory")
+        for name, value in (("nan", "nan"), ("inf", "inf"), ("huge", "1e300"), ("negative", "-1"))
+        if key == "max-file-time" or name == "negative"
+    },
+    "memory-not-int": ("max-file-memory = 1.5", "max-file-memory", "expected an integer"),
+    "memory-huge": ("max-file-memory = 9000000000000", "max-file-memory", "up to"),
     "malformed": ("[tool.swacheck", "pyproject.toml", "not valid TOML"),
     "duplicate-key": ("select = []\nselect = []", "pyproject.toml", "not valid TOML"),
 }
@@ -218,6 +228,56 @@ def test_config_that_cannot_be_read(
     assert "missing.toml: cannot read: No such file or directory" in capsys.readouterr().err
     assert main(["audit", "--config", "folder.toml", "."]) == 2
     assert "folder.toml: cannot read" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_fifo_as_configuration_is_refused_not_waited_on(cli: Cli, tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "f.toml")
+    proc = cli("audit", "--no-cache", "--config", "f.toml", ".", check_rc=2, timeout=30)
+    assert "f.toml: cannot read: not a regular file" in proc.stderr
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_file_replaced_by_a_fifo_after_discovery_is_refused(tmp_path: Path) -> None:
+    """A warm workspace trusts its last scan and re-reads a file it is told changed: a
+    FIFO found there is reported, not opened for reading (which blocked the run)."""
+    from swacheck.config import Config
+    from swacheck.engine.workspace import Workspace
+    from swacheck.rules import all_rules
+
+    (tmp_path / ".git").mkdir()
+    context = write(tmp_path / "pool.py", INT64_SWA)
+    asked = write(tmp_path / "bufs.py", INT64_SWA)
+    workspace = Workspace(Config(), all_rules(), root=tmp_path, cache=False)
+    assert [f.code for f in workspace.audit([asked]).findings] == ["SWA002"]
+    context.unlink()
+    os.mkfifo(context)  # opening it for reading would block until a writer comes
+    workspace.files_changed([context])
+    started = time.monotonic()
+    result = workspace.audit([asked], rescan=False)
+    assert time.monotonic() - started < 30
+    assert [f.code for f in result.findings] == ["SWA002"]
+    asked.unlink()
+    os.mkfifo(asked)
+    workspace.files_changed([asked])
+    result = workspace.audit([asked], rescan=False)
+    assert result.findings == []
+    (warning,) = result.warnings
+    assert warning.endswith("bufs.py: not a regular file (FIFO, socket or device); skipped")
+
+
+def test_a_huge_sparse_file_is_not_read(cli: Cli, tmp_path: Path) -> None:
+    """3 GB of nothing (no disk used): over ``max-file-size``, so it is answered from
+    its size alone; reading it took 6 GB and minutes."""
+    with open(tmp_path / "x.py", "wb") as handle:
+        handle.truncate(3 * 2**30)
+    write(tmp_path / "zz_ordinary.py", INT64_SWA)
+    started = time.monotonic()
+    found = {f["filename"]: f for f in cli.json("--no-cache", timeout=120)}
+    assert time.monotonic() - started < 60
+    assert found["x.py"]["code"] == "SWA999"
+    assert "3,221,225,472 bytes, over the limit of 1,000,000" in found["x.py"]["message"]
+    assert found["zz_ordinary.py"]["code"] == "SWA002"
 
 
 # Each writes a file named after itself into MARKERS if imported or executed.
