@@ -1,24 +1,35 @@
-"""SWA003 padding-branch-misses-swa-buffer."""
+"""SWA003 swa-padded-tail-not-reset."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from swacheck.analysis.buffers import (
-    BufferFactsCollector,
     BufferOwners,
     FileFacts,
+    file_buffer_facts,
     local_bindings,
     top_statement,
+)
+from swacheck.analysis.cfg import CFG, cfg_for
+from swacheck.analysis.graph_buffers import (
+    Fill,
+    FunctionBuffers,
+    function_buffers,
+    hands_over,
+    swa_buffer_role,
 )
 from swacheck.analysis.padding import (
     LOCATION_WORDS,
     BufferWrite,
     block_writes,
     is_location_name,
+    is_padded_size,
+    is_raw_size,
     padding_block,
     padding_trigger_strings,
 )
@@ -39,62 +50,210 @@ class _OwnerGroup:
     resets: list[BufferWrite]
 
 
-class PaddingBranchMissesSwaBuffer(Rule):
+class SwaPaddedTailNotReset(Rule):
     """
     ## What it does
-    Finds the branch a CUDA-graph runner takes when the batch it is about to replay
-    was padded up to a captured batch size, recognised by comparing a raw size with a
-    padded one in any spelling: `if bs != raw_bs:`, `if raw_bs < bs:`,
-    `if num_tokens != self.raw_num_tokens:`, `if static_num_tokens != num_tokens:`
-    (one side named with the word `raw`, `real` or `unpadded`, or with `static`,
-    `padded` or `captured`), `elif bs > raw_bs:`, the `else:` of
-    `if bs == raw_bs:`, `if padded:` where `padded = bs != raw_bs`, and `and`/`or`/`not`
-    combinations of these. When that branch resets at least one location buffer of an
-    object to the sentinel slot 0 (`obj.out_cache_loc.zero_()`, `.fill_(0)`,
-    `obj.out_cache_loc[raw:] = 0`), the rule checks that every SWA location buffer
-    (a name matching `swa-loc-pattern`) *the same object owns* is reset too.
+    Checks invariant I4 wherever a buffer that a captured CUDA graph reads is filled: the
+    rows past the live batch must hold the sentinel slot 0 before the graph replays. It
+    reports two shapes.
 
-    An object owns an attribute when the audited tree assigns it on `self` in any
-    method of its class or of a base class, declares it as a (dataclass) field, or
-    passes it by keyword to `cls(...)` in a factory classmethod. The object is `self`
-    (the enclosing class) or a local name or `self` attribute whose class is known
-    from an annotation (`buffers: DecodeInputBuffers`) or a construction
-    (`self.buffers = DecodeInputBuffers.create(...)`). A reset counts wherever it is in
-    the branch, guarded (`if self.out_cache_loc_swa is not None: ...zero_()`) or not,
-    in a `self.helper()` the branch calls, or as a `zero_()`/`fill_()` elsewhere in the
-    same function. An SWA buffer that nothing in the audited tree ever fills with
-    slots (no `copy_` or other in-place write, slice store, `out=`, kernel or copy
-    helper argument, entry of a copy list such as `dsts.append(buf[:n])`) holds only
-    its initial zeros, so its padded tail already is the sentinel: it is not reported.
+    **A live-row fill with no tail reset.** A function copies a batch's rows into a prefix
+    of an SWA buffer a captured graph reads (`buf[:n].copy_(src)`, `buf[:n] = src`,
+    `torch.index_select(..., out=buf[:n])`, a copy-list entry `dsts.append(buf[:n])` fed to
+    `torch._foreach_copy_`), and nothing in that function leaves `buf[n:]` at the
+    sentinel. A reset counts wherever it is in the function: of the tail
+    (`buf[n:].zero_()`, `buf[n:] = 0`, `buf[n:m].fill_(0)`, any write of `buf[k:]`) or of
+    the whole buffer (`buf.zero_()`, also inside a padding branch), a method of the
+    buffer's owner that resets it (`self._zero_swa_tail(n)`), or a call handed the tail
+    (`zero_tail(buf[n:])`) or the buffer with the live count (`zero_tail(buf, n)`; the
+    helper's body is not read).
+
+    A buffer that a captured graph reads is recognised by how it is made, not by one
+    name: a tensor allocated (`torch.zeros(...)`, `x if is_swa else None`, a
+    `self._alloc_*(...)` helper) outside the replay path, by graph code: the attribute
+    or the allocating method is named for the graph (`cuda_graph_swa_out_cache_loc`,
+    `full_cg_prefill_swa_out_cache_loc`, `init_cuda_graph_state`), or the class captures,
+    replays or populates (`capture*`, `*replay*`, `populate_from_forward_batch`,
+    `fill_from`, `load_batch`); a tensor field of such a class
+    (`DecodeInputBuffers.out_cache_loc_swa`); an entry of a dict so allocated
+    (`self.decode_cuda_graph_metadata["swa_out_cache_loc"]`); a field some method binds
+    to a view of one (`metadata.swa_out_cache_loc = self.cuda_graph_swa_out_cache_loc[:n]`);
+    a local bound once to any of these.
+
+    SWA buffers have two roles. *Write locations* (names matching `swa-loc-pattern` with
+    the word `loc` or `slot`: `swa_out_cache_loc`, `out_cache_loc_swa`) are where padded
+    tokens store their K/V, so any prefix counts as the live rows unless its bound is
+    named as the padded size (`static_num_tokens`, `padded_bs`, `captured_bs`).
+    *Tables* that attention reads (`swa_page_table`, `swa_kv_indices`) are read only up to
+    each request's length, and a backend's replay fills them for the whole padded batch,
+    so a fill of one counts only where its row bound is named as the raw size (`raw_bs`,
+    `real_num_reqs`); a column prefix (`tbl[:, :pages]`) is never a live-row fill.
+
+    **A padding branch that misses an SWA buffer** (the shape of the original bug). The
+    branch a CUDA-graph runner takes when the batch was padded up to a captured size is
+    recognised by comparing a raw size with a padded one in any spelling: `if bs !=
+    raw_bs:`, `if raw_bs < bs:`, `if num_tokens != self.raw_num_tokens:`, `if
+    static_num_tokens != num_tokens:` (one side named with the word `raw`, `real` or
+    `unpadded`, or with `static`, `padded` or `captured`), `elif bs > raw_bs:`, the
+    `else:` of `if bs == raw_bs:`, `if padded:` where `padded = bs != raw_bs`, and
+    `and`/`or`/`not` combinations of these. When that branch resets at least one
+    location buffer of an object (`obj.out_cache_loc.zero_()`, `.fill_(0)`,
+    `obj.out_cache_loc[raw:] = 0`), every SWA location buffer *the same object owns* must
+    be reset too: in the branch, guarded or not, in a `self.helper()` the branch calls, or
+    as a `zero_()`/`fill_()` elsewhere in the same function. An object owns an attribute
+    when the audited tree assigns it on `self` in a method of its class or a base class,
+    declares it as a (dataclass) field, or passes it by keyword to `cls(...)` in a factory
+    classmethod; the object is `self`, or a local or `self` attribute whose class an
+    annotation or a construction gives. An SWA buffer that nothing in the audited tree
+    ever fills holds only its initial zeros, so its tail already is the sentinel: it is
+    not reported. A fill in a function whose padding branch resets the same object's
+    location buffers is this shape's to report, once, at the branch.
 
     ## Why is this bad?
-    Padded slots of a replayed graph still run attention and still write K/V through
-    the location buffers. Reset to 0, a padded token writes only to the sentinel slot;
-    left holding the previous replay's slots, it overwrites the SWA KV of live
-    requests (invariant I4). SGLang's `DecodeInputBuffers.populate_from_forward_batch`
-    zeroed `out_cache_loc` in its `if bs != raw_bs:` branch but not the
-    `out_cache_loc_swa` buffer PR #23552 added; the padding fix that added the guarded
-    `zero_()` recovered 10 points of AIME24-25 accuracy on MiMoV2.5 Pro.
+    Padded slots of a replayed graph still run attention and still write K/V through the
+    location buffers. Reset to 0, a padded token writes only to the sentinel slot; left
+    holding the previous replay's slots, it overwrites the SWA KV of live requests
+    (invariant I4). SGLang's `DecodeInputBuffers.populate_from_forward_batch` zeroed
+    `out_cache_loc` in its `if bs != raw_bs:` branch but not the `out_cache_loc_swa` buffer
+    PR #23552 added; the padding fix that added the guarded `zero_()` recovered 10 points
+    of AIME24-25 accuracy on MiMoV2.5 Pro. From SGLang 0.5.13 each attention backend
+    translates the batch's write locations into its own graph buffer before every replay
+    (`self.cuda_graph_swa_out_cache_loc[:n].copy_(...)`), after an unconditional
+    `self.cuda_graph_swa_out_cache_loc[n:].zero_()`: without that line the regression is
+    back.
 
     ## Fix safety
-    The fix inserts `<obj>.<buffer>.zero_()` right after the branch's last existing
-    location reset, guarded by `if <obj>.<buffer> is not None:` when the branch guards
-    its other resets that way or the buffer may be `None` (an `Optional` field, a
-    conditional allocation `x if is_hybrid_swa else None`, a `None` check elsewhere in
-    the file). It only writes the sentinel into a buffer the replay overwrites for real
-    tokens, so it is safe. No fix is offered when the branch is on one line with its
-    `if`.
+    For a fill, the fix inserts `<buffer>[<n>:].zero_()` right before the statement that
+    fills the prefix, in the same block and so under the same guards; for a branch, it
+    inserts `<obj>.<buffer>.zero_()` right after the branch's last location reset, guarded
+    by `if <obj>.<buffer> is not None:` when the branch guards its other resets that way
+    or the buffer may be `None` (an `Optional` field, `x if is_hybrid_swa else None`, a
+    `None` check elsewhere in the file). Either only writes the sentinel into rows the
+    replay does not fill with real tokens, so it is safe. No fix is offered for a branch
+    on one line with its `if`.
     """
 
     code = "SWA003"
-    name = "padding-branch-misses-swa-buffer"
-    summary = "padding branch resets location buffers but misses an SWA location buffer"
+    name = "swa-padded-tail-not-reset"
+    summary = "captured SWA buffer filled without resetting the rows past the live batch"
     fix_safety = FixSafety.SAFE
     config_keys = ("swa-loc-pattern",)
     invariant = "I4"
-    origin = "SGLang padding fix (zero out_cache_loc_swa on padded replays) after PR #23552"
+    origin = (
+        "SGLang padding fix (zero out_cache_loc_swa on padded replays) after PR #23552; "
+        "the backends' graph buffers from 0.5.13"
+    )
 
     VALID = [
+        # The backends' shape from SGLang 0.5.13: the tail reset unconditionally before
+        # the live rows are copied in (capture writes zeros, replay the translation).
+        Valid(
+            """
+import torch
+
+
+class TRTLLMHAAttnBackend:
+    def init_cuda_graph_state(self, max_bs, max_num_tokens):
+        self.cuda_graph_swa_out_cache_loc = (
+            torch.zeros(max_num_tokens, dtype=torch.int64)
+            if self.use_sliding_window_kv_pool
+            else None
+        )
+
+    def init_forward_metadata_out_graph(self, forward_batch, in_capture=False):
+        if self.use_sliding_window_kv_pool and forward_batch.out_cache_loc is not None:
+            n = forward_batch.out_cache_loc.shape[0]
+            self.cuda_graph_swa_out_cache_loc[n:].zero_()
+            if in_capture:
+                self.cuda_graph_swa_out_cache_loc[:n].zero_()
+            else:
+                self.cuda_graph_swa_out_cache_loc[:n].copy_(
+                    self.translator.sliding_window_write_loc_for(forward_batch.out_cache_loc)
+                )
+"""
+        ),
+        # The reset done by a method of the buffer's owner, and by a free helper handed
+        # the buffer and the live count (its body is not read).
+        Valid(
+            """
+import torch
+
+
+class TritonAttnBackend:
+    def init_cuda_graph_state(self, max_num_tokens):
+        self.cuda_graph_swa_out_cache_loc = torch.zeros(max_num_tokens, dtype=torch.int64)
+        self.cuda_graph_out_cache_loc_swa = torch.zeros(max_num_tokens, dtype=torch.int64)
+
+    def _zero_swa_tail(self, live):
+        self.cuda_graph_swa_out_cache_loc[live:] = 0
+
+    def init_forward_metadata_replay_cuda_graph(self, forward_batch):
+        live = len(forward_batch.out_cache_loc)
+        self._zero_swa_tail(live)
+        self.cuda_graph_swa_out_cache_loc[:live].copy_(forward_batch.swa_loc)
+        zero_padded_tail(self.cuda_graph_out_cache_loc_swa, live)
+        self.cuda_graph_out_cache_loc_swa[:live] = forward_batch.swa_loc
+"""
+        ),
+        # A whole reset before the fill, a reset after it, and a prefix bound that is
+        # the padded size itself (no tail): every path leaves the tail at the sentinel.
+        Valid(
+            """
+import torch
+
+
+class PiecewiseRunner:
+    def __init__(self, max_num_tokens):
+        self.out_cache_loc_swa = torch.zeros(max_num_tokens, dtype=torch.int32)
+        self.swa_slot_buf = torch.zeros(max_num_tokens, dtype=torch.int32)
+        self.padded_swa_loc = torch.zeros(max_num_tokens, dtype=torch.int32)
+
+    def replay_prepare(self, forward_batch, static_num_tokens):
+        num_tokens = forward_batch.out_cache_loc.numel()
+        self.out_cache_loc_swa.zero_()
+        self.out_cache_loc_swa[:num_tokens].copy_(forward_batch.out_cache_loc_swa)
+        self.swa_slot_buf[:num_tokens].copy_(forward_batch.out_cache_loc_swa)
+        self.swa_slot_buf[num_tokens:static_num_tokens].fill_(0)
+        self.padded_swa_loc[:static_num_tokens].copy_(forward_batch.padded_swa_loc)
+"""
+        ),
+        # Tables attention reads: filled for the whole padded batch in a backend's replay
+        # (rows up to `bs`, columns up to the longest request), read only up to each
+        # request's length, so no tail to reset.
+        Valid(
+            """
+import torch
+
+
+class FlashAttentionBackend:
+    def init_cuda_graph_state(self, max_bs, max_pages):
+        self.decode_cuda_graph_metadata = {
+            "swa_page_table": torch.zeros(max_bs, max_pages, dtype=torch.int32),
+        }
+
+    def init_forward_metadata_replay_cuda_graph(self, bs, req_pool_indices, max_seq_pages):
+        pages = self.req_to_token[req_pool_indices[:bs], :max_seq_pages]
+        table = self.decode_cuda_graph_metadata["swa_page_table"]
+        table[:bs, :max_seq_pages].copy_(self.pool.translate_loc_from_full_to_swa(pages))
+        table[:, :max_seq_pages].copy_(self.pool.translate_loc_from_full_to_swa(pages))
+"""
+        ),
+        # Not a buffer a captured graph reads: a pool's per-batch buffer, in a class that
+        # neither captures nor replays, named for no graph.
+        Valid(
+            """
+import torch
+
+
+class SWAKVPool:
+    def __init__(self, size):
+        self.swa_loc_buf = torch.zeros(size, dtype=torch.int32)
+
+    def set_batch(self, out_cache_loc):
+        n = out_cache_loc.numel()
+        self.swa_loc_buf[:n].copy_(self.translate_loc_from_full_to_swa(out_cache_loc))
+"""
+        ),
         Valid(
             """
 from dataclasses import dataclass
@@ -229,6 +388,217 @@ class Runner:
         ),
     ]
     INVALID = [
+        # The padding reset deleted from a backend's replay path (SGLang 0.5.13+ design):
+        # the SWA write-location graph buffer keeps the previous replay's tail.
+        Invalid(
+            """
+import torch
+
+
+class TRTLLMHAAttnBackend:
+    def init_cuda_graph_state(self, max_bs, max_num_tokens):
+        self.cuda_graph_swa_out_cache_loc = (
+            torch.zeros(max_num_tokens, dtype=torch.int64)
+            if self.use_sliding_window_kv_pool
+            else None
+        )
+
+    def init_forward_metadata_out_graph(self, forward_batch, in_capture=False):
+        if self.use_sliding_window_kv_pool and forward_batch.out_cache_loc is not None:
+            n = forward_batch.out_cache_loc.shape[0]
+            if in_capture:
+                self.cuda_graph_swa_out_cache_loc[:n].zero_()
+            else:
+                self.cuda_graph_swa_out_cache_loc[:n].copy_(
+                    self.translator.sliding_window_write_loc_for(forward_batch.out_cache_loc)
+                )
+""",
+            line=19,
+            fixed="""
+import torch
+
+
+class TRTLLMHAAttnBackend:
+    def init_cuda_graph_state(self, max_bs, max_num_tokens):
+        self.cuda_graph_swa_out_cache_loc = (
+            torch.zeros(max_num_tokens, dtype=torch.int64)
+            if self.use_sliding_window_kv_pool
+            else None
+        )
+
+    def init_forward_metadata_out_graph(self, forward_batch, in_capture=False):
+        if self.use_sliding_window_kv_pool and forward_batch.out_cache_loc is not None:
+            n = forward_batch.out_cache_loc.shape[0]
+            if in_capture:
+                self.cuda_graph_swa_out_cache_loc[:n].zero_()
+            else:
+                self.cuda_graph_swa_out_cache_loc[n:].zero_()
+                self.cuda_graph_swa_out_cache_loc[:n].copy_(
+                    self.translator.sliding_window_write_loc_for(forward_batch.out_cache_loc)
+                )
+""",
+        ),
+        # A slice assignment, the live count named otherwise, a buffer allocated in the
+        # constructor of a class that captures and replays.
+        Invalid(
+            """
+import torch
+
+
+class SwaGraphRunner:
+    def __init__(self, max_tokens):
+        self.swa_loc_buf = torch.zeros(max_tokens, dtype=torch.int32)
+
+    def capture(self):
+        self.graph = torch.cuda.CUDAGraph()
+
+    def replay_prepare(self, locs):
+        num_live = len(locs)
+        self.swa_loc_buf[:num_live] = self.pool.translate_loc_from_full_to_swa(locs)
+""",
+            line=14,
+            fixed="""
+import torch
+
+
+class SwaGraphRunner:
+    def __init__(self, max_tokens):
+        self.swa_loc_buf = torch.zeros(max_tokens, dtype=torch.int32)
+
+    def capture(self):
+        self.graph = torch.cuda.CUDAGraph()
+
+    def replay_prepare(self, locs):
+        num_live = len(locs)
+        self.swa_loc_buf[num_live:].zero_()
+        self.swa_loc_buf[:num_live] = self.pool.translate_loc_from_full_to_swa(locs)
+""",
+        ),
+        # A dict of graph buffers, a local alias, `torch.index_select(..., out=)`.
+        Invalid(
+            """
+import torch
+
+
+class DraftGraphRunner:
+    def __init__(self, max_num_tokens):
+        self.graph_buffers = {
+            "swa_out_cache_loc": torch.zeros(max_num_tokens, dtype=torch.int64),
+        }
+
+    def replay(self, forward_batch):
+        dst = self.graph_buffers["swa_out_cache_loc"]
+        live_tokens = forward_batch.out_cache_loc.numel()
+        torch.index_select(self.mapping, 0, forward_batch.out_cache_loc, out=dst[:live_tokens])
+""",
+            line=14,
+            fixed="""
+import torch
+
+
+class DraftGraphRunner:
+    def __init__(self, max_num_tokens):
+        self.graph_buffers = {
+            "swa_out_cache_loc": torch.zeros(max_num_tokens, dtype=torch.int64),
+        }
+
+    def replay(self, forward_batch):
+        dst = self.graph_buffers["swa_out_cache_loc"]
+        live_tokens = forward_batch.out_cache_loc.numel()
+        dst[live_tokens:].zero_()
+        torch.index_select(self.mapping, 0, forward_batch.out_cache_loc, out=dst[:live_tokens])
+""",
+        ),
+        # The runner's input dataclass with no padding branch at all: a copy list.
+        Invalid(
+            """
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+
+@dataclass
+class PrefillInputBuffers:
+    input_ids: torch.Tensor
+    out_cache_loc_swa: Optional[torch.Tensor]
+
+    def populate_from_forward_batch(self, forward_batch, raw_num_tokens):
+        dsts = [self.input_ids[:raw_num_tokens]]
+        srcs = [forward_batch.input_ids]
+        if self.out_cache_loc_swa is not None:
+            dsts.append(self.out_cache_loc_swa[:raw_num_tokens])
+            srcs.append(forward_batch.out_cache_loc_swa)
+        torch._foreach_copy_(dsts, srcs)
+""",
+            line=17,
+            fixed="""
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+
+@dataclass
+class PrefillInputBuffers:
+    input_ids: torch.Tensor
+    out_cache_loc_swa: Optional[torch.Tensor]
+
+    def populate_from_forward_batch(self, forward_batch, raw_num_tokens):
+        dsts = [self.input_ids[:raw_num_tokens]]
+        srcs = [forward_batch.input_ids]
+        if self.out_cache_loc_swa is not None:
+            self.out_cache_loc_swa[raw_num_tokens:].zero_()
+            dsts.append(self.out_cache_loc_swa[:raw_num_tokens])
+            srcs.append(forward_batch.out_cache_loc_swa)
+        torch._foreach_copy_(dsts, srcs)
+""",
+        ),
+        # An SWA page table filled for the raw requests only: the padded requests' rows
+        # keep the previous replay's pages.
+        Invalid(
+            """
+import torch
+
+
+class FlashAttentionBackend:
+    def init_cuda_graph_state(self, max_bs, max_pages):
+        self.cuda_graph_swa_page_table = torch.zeros(max_bs, max_pages, dtype=torch.int32)
+
+    def init_forward_metadata_replay_cuda_graph(self, raw_bs, bs, req_pool_indices):
+        pages = self.req_to_token[req_pool_indices[:raw_bs]]
+        self.cuda_graph_swa_page_table[:raw_bs, : pages.shape[1]].copy_(
+            self.pool.translate_loc_from_full_to_swa(pages)
+        )
+""",
+            line=11,
+        ),
+        # A field of the captured metadata (bound to a view of the graph buffer at
+        # capture), reset on one path only.
+        Invalid(
+            """
+import torch
+
+
+class HybridBackend:
+    def init_cuda_graph_state(self, max_num_tokens):
+        self.cuda_graph_swa_loc = torch.zeros(max_num_tokens, dtype=torch.int64)
+
+    def init_forward_metadata_capture_cuda_graph(self, bs, num_tokens):
+        metadata = Metadata()
+        metadata.swa_out_cache_loc = self.cuda_graph_swa_loc[:num_tokens]
+        self.graph_metadata[bs] = metadata
+
+    def init_forward_metadata_replay_cuda_graph(self, bs, forward_batch):
+        metadata = self.graph_metadata[bs]
+        n = forward_batch.out_cache_loc.shape[0]
+        if forward_batch.forward_mode.is_target_verify():
+            metadata.swa_out_cache_loc[n:].zero_()
+        swa_loc = self.pool.translate_loc_from_full_to_swa(forward_batch.out_cache_loc)
+        metadata.swa_out_cache_loc[:n].copy_(swa_loc)
+""",
+            line=20,
+        ),
         # Seed 003: the dataclass-declared buffer, created by a factory with a
         # multi-line conditional allocation, missed in the `bs != raw_bs` branch.
         Invalid(
@@ -533,7 +903,7 @@ class Runner:
         ),
     ]
 
-    # The padding branch and the class owning the buffers are each a trigger block.
+    # The fill or padding branch, and the class owning the buffers, are each a trigger block.
     region_safe = True
 
     @classmethod
@@ -541,9 +911,15 @@ class Runner:
         """A marked size word with a location word, or ``swa_``/``_swa`` (default names),
         else nothing.
 
-        A finding sits on a padding test, which compares a size whose name has a
-        marking ``_``-separated word (``raw``, ``real``, ``unpadded``, ``static``,
-        ``padded``, ``captured``) and at least one more word, so it holds ``raw_`` or
+        A fill finding sits on a fill of an SWA buffer, whose name (an attribute, a field
+        or a dict key) has the word ``swa`` next to another word under the default
+        ``swa-loc-pattern`` (a table's too, by its definition), so its block holds
+        ``swa_`` or ``_swa``; so does every fact it reads elsewhere: the class that
+        allocates the buffer or its dict, the method that binds a field to a view of it,
+        the method of its owner that resets it. A branch finding sits on a padding test,
+        which compares a size whose name has a marking ``_``-separated word (``raw``,
+        ``real``, ``unpadded``, ``static``, ``padded``, ``captured``) and at least one
+        more word, so it holds ``raw_`` or
         ``_raw`` (or the like for the other words; directly, or in the flag's
         assignment in the same function); and its branch zeroes a location buffer, whose
         name holds ``loc``, ``locs``, ``location`` or ``locations`` as a ``_``-separated
@@ -568,11 +944,151 @@ class Runner:
         if triggers is not None and not TriggerSet(triggers).matches(context.text.encode()):
             # The same argument as the prefilter's: nothing here can matter.
             return None
-        collector = BufferFactsCollector(context.names)
-        walk(context.module, collector)
-        return collector.facts
+        return file_buffer_facts(context)
 
-    # -- checking ---------------------------------------------------------------------
+    # -- checking: live-row fills ---------------------------------------------------------
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        ctx = self.context
+        found = ctx.memo(("graph_buffers", node), lambda: function_buffers(node))
+        if not found.fills:
+            return
+        branch_owners: set[str] | None = None
+        owners = BufferOwners(ctx, self.code)
+        reported: set[str] = set()
+        for fill in found.fills:
+            key = fill.buffer.key
+            if key in reported:
+                continue
+            role = swa_buffer_role(fill.buffer.attr, ctx.names)
+            if role is None or not self._live(fill, role, found.local_values):
+                continue
+            if branch_owners is None:
+                branch_owners = self._branch_owners(node)
+            if fill.buffer.container is None and fill.buffer.owner_code in branch_owners:
+                continue  # the padding branch's own finding
+            if not owners.is_captured(fill.buffer, node):
+                continue
+            if self._reset_on_every_path(fill, found, owners, node):
+                continue
+            reported.add(key)
+            self._report_fill(fill, role)
+
+    def _reset_on_every_path(
+        self, fill: Fill, found: FunctionBuffers, owners: BufferOwners, func: cst.FunctionDef
+    ) -> bool:
+        """Whether every path through ``fill`` resets its buffer's tail, before or after."""
+        cfg = cfg_for(func)
+        resets = [r.node for r in found.resets if r.buffer.key == fill.buffer.key]
+        resets += [c for c in found.calls if self._call_resets(c, fill, found, owners, func)]
+        covering = {n for r in resets if (n := self._cfg_node(cfg, r)) is not None}
+        at = self._cfg_node(cfg, fill.node)
+        if at is None or at in covering:
+            return True
+        return not _reaches(cfg, cfg.entry, at, covering) or not _reaches(
+            cfg, at, cfg.exit, covering
+        )
+
+    def _cfg_node(self, cfg: CFG, node: cst.CSTNode) -> int | None:
+        current: cst.CSTNode | None = node
+        while current is not None:
+            ids = cfg.by_stmt.get(id(current))
+            if ids:
+                return ids[0]
+            current = self.context.parent(current)
+        return None
+
+    def _call_resets(
+        self,
+        call: cst.Call,
+        fill: Fill,
+        found: FunctionBuffers,
+        owners: BufferOwners,
+        func: cst.FunctionDef,
+    ) -> bool:
+        """A call resetting ``fill``'s buffer: one handed its tail or the buffer with the
+        live count, or a method of its owner that resets it."""
+        if hands_over(call, fill, found.local_values):
+            return True
+        buffer = fill.buffer
+        callee = call.func
+        if not (
+            isinstance(callee, cst.Attribute)
+            and self.context.module.code_for_node(callee.value) == buffer.owner_code
+        ):
+            return False
+        info = owners.owner_class(buffer.owner, func)
+        method = self.context.project.find_method(info, callee.attr.value) if info else None
+        if method is None:
+            return False
+        cls, definition = method
+        resets = owners.facts.of(cls).method_resets.get(definition.name, ())
+        return (buffer.container or buffer.attr) in resets
+
+    @staticmethod
+    def _live(fill: Fill, role: str, local_values: Mapping[str, cst.BaseExpression]) -> bool:
+        """Whether ``fill``'s bound is the live count (see the docstring's roles)."""
+        bounds = [fill.bound]
+        if isinstance(fill.bound, cst.Name) and fill.bound.value in local_values:
+            bounds.append(local_values[fill.bound.value])
+        if role == "write":
+            return not any(is_padded_size(b) for b in bounds)
+        return any(is_raw_size(b) for b in bounds)
+
+    def _branch_owners(self, func: cst.FunctionDef) -> set[str]:
+        """The objects whose location buffers a padding branch of ``func`` resets."""
+        ctx = self.context
+        flags = local_bindings(ctx, func)
+        owners: set[str] = set()
+
+        class Visitor(cst.CSTVisitor):
+            def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+                return node is func
+
+            def visit_If(self, node: cst.If) -> None:
+                block = padding_block(node, flags)
+                if block is None:
+                    return
+                for write in block_writes(block).writes:
+                    if write.zero:
+                        owners.add(ctx.module.code_for_node(write.owner))
+
+        walk(func, Visitor())
+        return owners
+
+    def _report_fill(self, fill: Fill, role: str) -> None:
+        ctx = self.context
+        view = ctx.module.code_for_node(fill.view)
+        base = ctx.module.code_for_node(fill.base)
+        bound = ctx.module.code_for_node(fill.bound)
+        consequence = (
+            "padded tokens write their SWA KV through the previous replay's slots into "
+            "live requests"
+            if role == "write"
+            else "padded requests read SWA KV through the previous replay's rows"
+        )
+        self.report(
+            fill.node,
+            f"`{view}` is filled with the batch's live rows, but nothing resets "
+            f"`{base}[{bound}:]` to the sentinel: the captured graph reads those rows, and "
+            f"{consequence} (I4)",
+            fix=self._fill_fix(fill, base, bound),
+        )
+
+    def _fill_fix(self, fill: Fill, base: str, bound: str) -> Fix | None:
+        ctx = self.context
+        anchor = _statement_of(ctx, fill.node)
+        if anchor is None:
+            return None
+        return ctx.insert_statements(
+            anchor,
+            [f"{base}[{bound}:].zero_()"],
+            f"Reset {base}[{bound}:] to the sentinel slot 0 before the fill",
+            after=False,
+            applicability=Applicability.SAFE,
+        )
+
+    # -- checking: padding branches --------------------------------------------------------
 
     def visit_If(self, node: cst.If) -> None:
         ctx = self.context
@@ -661,3 +1177,30 @@ class Runner:
             after=True,
             applicability=Applicability.SAFE,
         )
+
+
+def _statement_of(ctx: FileContext, node: cst.CSTNode) -> cst.BaseStatement | None:
+    """The statement holding ``node`` directly in an indented block."""
+    current: cst.CSTNode | None = node
+    while current is not None:
+        parent = ctx.parent(current)
+        if isinstance(parent, cst.IndentedBlock) and isinstance(current, cst.BaseStatement):
+            return current
+        current = parent
+    return None
+
+
+def _reaches(cfg: CFG, start: int, target: int, avoiding: set[int]) -> bool:
+    """Whether ``target`` is reachable from ``start`` on normal edges without passing
+    ``avoiding``."""
+    seen = {start}
+    stack = [start]
+    while stack:
+        current = stack.pop()
+        if current == target:
+            return True
+        for nxt in cfg.nodes[current].succs:
+            if nxt not in seen and nxt not in avoiding:
+                seen.add(nxt)
+                stack.append(nxt)
+    return False
