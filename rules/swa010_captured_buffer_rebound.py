@@ -302,6 +302,41 @@ class AiterAttnBackend:
 """,
             line=18,
         ),
+        # A registry of slots (dataclasses holding the graph's buffers) whose fill step
+        # adopts the batch's tensor instead of copying it in.
+        Invalid(
+            """
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+
+@dataclass
+class GraphSlot:
+    name: str
+    buffer: Optional[torch.Tensor] = None
+
+
+class CudaGraphBufferRegistry:
+    def __init__(self):
+        self._slots = {}
+
+    def register_slot(self, slot, shape):
+        buffer = torch.zeros(shape, dtype=torch.int32)
+        slot.buffer = buffer
+        self._slots[slot.name] = slot
+
+    def fill_from(self, forward_batch, raw_num_tokens):
+        for slot in self._slots.values():
+            src = getattr(forward_batch, slot.name)
+            if slot.name.endswith("_swa"):
+                slot.buffer = src
+            else:
+                slot.buffer[:raw_num_tokens].copy_(src)
+""",
+            line=27,
+        ),
     ]
 
     # A finding sits in a function whose name, or whose class, holds a graph word.

@@ -65,6 +65,8 @@ class ClassFacts:
     # that captures, replays or populates; and dicts of such tensors (their entries are)
     captured: set[str] = field(default_factory=set)
     captured_containers: set[str] = field(default_factory=set)
+    # fields of other objects its graph code allocates (``slot.buffer = torch.zeros(...)``)
+    allocated_fields: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -125,6 +127,8 @@ class _Method:
     # (attribute, value) bound on ``self``, and dict entries ``self.<attr>["k"] = value``
     bound: list[tuple[str, cst.BaseExpression]] = field(default_factory=list)
     entries: list[tuple[str, cst.BaseExpression]] = field(default_factory=list)
+    # (field, value) bound on another object (``slot.buffer = buffer``)
+    fields: list[tuple[str, cst.BaseExpression]] = field(default_factory=list)
 
 
 @dataclass
@@ -135,6 +139,7 @@ class _ClassScratch:
     allocated: dict[str, str] = field(default_factory=dict)
     containers: dict[str, str] = field(default_factory=dict)
     tensor_fields: set[str] = field(default_factory=set)
+    fields: dict[str, str] = field(default_factory=dict)
 
 
 class BufferFactsCollector(cst.CSTVisitor):
@@ -226,6 +231,7 @@ class BufferFactsCollector(cst.CSTVisitor):
         for found, into in (
             (scratch.allocated, facts.captured),
             (scratch.containers, facts.captured_containers),
+            (scratch.fields, facts.allocated_fields),
         ):
             for attr, method in found.items():
                 if graph_class or is_graph_name(attr) or is_graph_name(method):
@@ -267,14 +273,25 @@ class BufferFactsCollector(cst.CSTVisitor):
         # allocations in any method but a replay path (constructors, factories,
         # ``init_cuda_graph_state``, lazy allocation helpers)
         scratch = self._scratch[-1]
+        # a local that some assignment allocates (``buf = torch.zeros(n)``, then maybe
+        # ``buf = share(buf)``) holds an allocation
+        allocated = {
+            name: value
+            for name, values in method.locals_.items()
+            for value in values
+            if is_allocation(value, single)
+        }
         for attr, value in method.bound:
-            if is_allocation(value, single):
+            if is_allocation(value, allocated):
                 scratch.allocated.setdefault(attr, method.name)
             elif allocated_entries(value):
                 scratch.containers.setdefault(attr, method.name)
         for attr, value in method.entries:
-            if is_allocation(value, single):
+            if is_allocation(value, allocated):
                 scratch.containers.setdefault(attr, method.name)
+        for attr, value in method.fields:
+            if is_allocation(value, allocated):
+                scratch.fields.setdefault(attr, method.name)
 
     def _self_write(self, attr: str, value: cst.BaseExpression | None, bind: bool) -> None:
         method = self._method
@@ -383,6 +400,7 @@ class BufferFactsCollector(cst.CSTVisitor):
         elif isinstance(target, cst.Attribute) and value is not None:
             # ``metadata.swa_out_cache_loc = self.cuda_graph_swa_out_cache_loc[:n]``
             self._view_binding(target.attr.value, value)
+            method.fields.append((target.attr.value, value))
         elif isinstance(target, cst.Tuple | cst.List):
             for element in target.elements:
                 self._store(element.value, None)
@@ -477,8 +495,9 @@ class ProjectBuffers:
         return any(attr in self.of(cls).captured_containers for cls in project.mro(info))
 
     def _captured_fields(self, project: ProjectIndex) -> dict[tuple[str, str], set[str]]:
-        """Per class, the fields its methods bind to a view of one of its captured buffers
-        (``metadata.swa_out_cache_loc = self.cuda_graph_swa_out_cache_loc[:n]``)."""
+        """Per class, the fields of other objects its methods bind to a view of one of its
+        captured buffers (``metadata.swa_out_cache_loc = self.cuda_graph_swa_out_cache_loc[:n]``)
+        or that its graph code allocates (``slot.buffer = torch.zeros(...)``)."""
         fields: dict[tuple[str, str], set[str]] = {}
         for path, field_name, cls_name, source in self.view_bindings:
             info = project.resolve_class(cls_name, near=path)
@@ -487,6 +506,9 @@ class ProjectBuffers:
                 or self.captured_container(project, info, source)
             ):
                 fields.setdefault((info.path, info.name), set()).add(field_name)
+        for key, cls in self.by_class.items():
+            if cls.allocated_fields:
+                fields.setdefault(key, set()).update(cls.allocated_fields)
         return fields
 
     def captured_field(self, project: ProjectIndex, info: ClassInfo, field_name: str) -> bool:
