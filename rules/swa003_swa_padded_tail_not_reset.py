@@ -60,13 +60,13 @@ class SwaPaddedTailNotReset(Rule):
     **A live-row fill with no tail reset.** A function copies a batch's rows into a prefix
     of an SWA buffer a captured graph reads (`buf[:n].copy_(src)`, `buf[:n] = src`,
     `torch.index_select(..., out=buf[:n])`, a copy-list entry `dsts.append(buf[:n])` fed to
-    `torch._foreach_copy_`), and nothing in that function leaves `buf[n:]` at the
-    sentinel. A reset counts wherever it is in the function: of the tail
-    (`buf[n:].zero_()`, `buf[n:] = 0`, `buf[n:m].fill_(0)`, any write of `buf[k:]`) or of
-    the whole buffer (`buf.zero_()`, also inside a padding branch), a method of the
-    buffer's owner that resets it (`self._zero_swa_tail(n)`), or a call handed the tail
-    (`zero_tail(buf[n:])`) or the buffer with the live count (`zero_tail(buf, n)`; the
-    helper's body is not read).
+    `torch._foreach_copy_`), and some path through the fill in that function resets no
+    `buf[n:]`, neither before the fill nor after it (a path that raises replays nothing).
+    A reset is one of the tail (`buf[n:].zero_()`, `buf[n:] = 0`, `buf[n:m].fill_(0)`,
+    any write of `buf[k:]`) or of the whole buffer (`buf.zero_()`, also inside a padding
+    branch), a method of the buffer's owner that resets it (`self._zero_swa_tail(n)`), or
+    a call handed the tail (`zero_tail(buf[n:])`) or the buffer with the live count
+    (`zero_tail(buf, n)`; the helper's body is not read).
 
     A buffer that a captured graph reads is recognised by how it is made, not by one
     name: a tensor allocated (`torch.zeros(...)`, `x if is_swa else None`, a
@@ -76,9 +76,10 @@ class SwaPaddedTailNotReset(Rule):
     replays or populates (`capture*`, `*replay*`, `populate_from_forward_batch`,
     `fill_from`, `load_batch`); a tensor field of such a class
     (`DecodeInputBuffers.out_cache_loc_swa`); an entry of a dict so allocated
-    (`self.decode_cuda_graph_metadata["swa_out_cache_loc"]`); a field some method binds
-    to a view of one (`metadata.swa_out_cache_loc = self.cuda_graph_swa_out_cache_loc[:n]`);
-    a local bound once to any of these.
+    (`self.decode_cuda_graph_metadata["swa_out_cache_loc"]`); a field of another object
+    that graph code allocates, or that a method of the same class binds to a view of one
+    (`metadata.swa_out_cache_loc = self.cuda_graph_swa_out_cache_loc[:n]`); a local bound
+    once to any of these.
 
     SWA buffers have two roles. *Write locations* (names matching `swa-loc-pattern` with
     the word `loc` or `slot`: `swa_out_cache_loc`, `out_cache_loc_swa`) are where padded

@@ -39,14 +39,15 @@ class CapturedBufferRebound(Rule):
     is made: a tensor allocated outside the replay path by graph code (the attribute or
     the allocating method named for the graph, such as `cuda_graph_*` or
     `init_cuda_graph_state`, or a class that captures, replays or populates), a tensor
-    field of such a class, an entry of a dict so allocated, or a field that a method of
-    the same class binds to a view of one (`metadata.swa_out_cache_loc =
+    field of such a class, an entry of a dict so allocated, a field of another object
+    that graph code allocates (a registry's `slot.buffer = torch.zeros(...)`), or a field
+    that a method of the same class binds to a view of one (`metadata.swa_out_cache_loc =
     self.cuda_graph_swa_out_cache_loc[:n]`). Any such buffer counts, SWA or not: the
     contract is the graph's. So does an SWA location or table field (`swa_out_cache_loc`,
     `swa_page_table`) of an object the backend keeps (`self.forward_metadata`, a metadata
-    taken out of a per-batch-size dict): that is what the captured kernels read. Fields
-    that hold no tensor (a length, a host-side list) are rebound on every replay and are
-    not reported.
+    taken out of a per-batch-size dict): that is what the captured kernels read. A value
+    that holds no tensor (a number, a host-side list: `int(n)`, `x.tolist()`) rebinds no
+    buffer.
 
     A replay path is a function named for it (`init_forward_metadata_replay_cuda_graph`,
     `init_forward_metadata_out_graph`, `replay_prepare`, `populate_from_forward_batch`,
