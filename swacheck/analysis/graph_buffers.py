@@ -36,6 +36,7 @@ import libcst as cst
 
 from swacheck.analysis.names import Names, call_name, dotted_name
 from swacheck.analysis.padding import is_location_name, is_zero, single_assignments
+from swacheck.analysis.skeletons import CONSTRUCTORS
 from swacheck.analysis.walk import walk
 
 _MODULE = cst.Module([])
@@ -65,10 +66,7 @@ CG_WORD = "cg"
 def is_graph_name(name: str) -> bool:
     """A name of graph code: ``cuda_graph_swa_out_cache_loc``, ``full_cg_prefill_loc``,
     ``init_forward_metadata_capture_cuda_graph``, ``populate_from_forward_batch``."""
-    words = name_words(name)
-    if _GRAPH_WORDS.intersection(words) or _ROLE_WORDS.intersection(words):
-        return True
-    return any(pair in _ROLE_PAIRS for pair in itertools.pairwise(words))
+    return bool(_GRAPH_WORDS.intersection(name_words(name))) or is_graph_role_method(name)
 
 
 def is_graph_role_method(name: str) -> bool:
@@ -100,14 +98,13 @@ def is_replay_name(name: str) -> bool:
 _SETUP_WORDS = frozenset(
     {"init", "capture", "captured", "alloc", "allocate", "setup", "register", "create", "build"}
 )
-_CONSTRUCTOR_METHODS = frozenset({"__init__", "__post_init__", "__new__", "__setstate__"})
 
 
 def is_setup_name(name: str) -> bool:
     """A constructor, or a method named for setting up or capturing a graph
     (``init_cuda_graph_state``, ``capture_one_batch_size``, ``_build_cuda_graph_metadata``);
     a replay path's name wins (``init_forward_metadata_replay_cuda_graph``)."""
-    if name in _CONSTRUCTOR_METHODS:
+    if name in CONSTRUCTORS:
         return True
     words = set(name_words(name))
     return bool(words & _SETUP_WORDS) and not is_replay_name(name)
