@@ -1,21 +1,39 @@
-"""Location buffers and the objects that own them: the facts SWA003 (I4) reasons about.
+"""Location buffers and the objects that own them: the facts SWA003 (I4) and SWA010 (I10)
+reason about.
 
 First pass (:class:`BufferFactsCollector`, plain picklable :class:`FileFacts`): per class,
 the class of the objects its attributes hold, the attributes that may be ``None``, what
-each method resets on ``self``; per file, the SWA buffers it fills with real slots
-(``buf[:n].copy_(src)``, ``dsts.append(buf[:n])``, ``out=buf``, a kernel argument, ...)
-and the attributes it compares with ``None``. With the project index
-(:class:`ProjectBuffers`, :class:`BufferOwners`): the class of the object a padding
-branch resets, which of its SWA buffers something resets or fills, which may be ``None``.
+each method resets on ``self``, the buffers a captured graph reads (allocated in graph
+code: :mod:`swacheck.analysis.graph_buffers`); per file, the SWA buffers it fills with
+real slots (``buf[:n].copy_(src)``, ``dsts.append(buf[:n])``, ``out=buf``, a kernel
+argument, ...), the attributes it compares with ``None``, the fields it binds to views of
+captured buffers (``metadata.page_table = self.cuda_graph_page_table[:bs]``) and the
+functions that reset a parameter. With the project index (:class:`ProjectBuffers`,
+:class:`BufferOwners`): the class of the object a function names, which of its SWA
+buffers something resets or fills, which may be ``None``, which a captured graph reads.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from swacheck.analysis.graph_buffers import (
+    BufferName,
+    allocated_entries,
+    buffer_name,
+    is_allocation,
+    is_destination_list,
+    is_graph_name,
+    is_graph_role_method,
+    is_replay_name,
+    is_tail,
+    is_whole,
+    viewed,
+)
 from swacheck.analysis.names import dotted_name
 from swacheck.analysis.padding import BufferWrite, block_writes, is_zero, single_assignments
 from swacheck.analysis.skeletons import annotation_class, constructed_class
@@ -40,6 +58,15 @@ class ClassFacts:
     optional: set[str] = field(default_factory=set)
     # method -> attributes it resets on ``self`` (``zero_``/``fill_``/slice store/rebinding)
     method_writes: dict[str, set[str]] = field(default_factory=dict)
+    # method -> attributes (or dicts) whose whole or tail it resets to the sentinel
+    method_resets: dict[str, set[str]] = field(default_factory=dict)
+    # attributes a captured graph reads: tensors allocated in graph code (the attribute,
+    # the allocating method or the class named for the graph), tensor fields of a class
+    # that captures, replays or populates; and dicts of such tensors (their entries are)
+    captured: set[str] = field(default_factory=set)
+    captured_containers: set[str] = field(default_factory=set)
+    # fields of other objects its graph code allocates (``slot.buffer = torch.zeros(...)``)
+    allocated_fields: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -53,6 +80,10 @@ class FileFacts:
     filled: set[str] = field(default_factory=set)
     # (class, attribute) filled on ``self`` in a method of that class
     self_filled: set[tuple[str, str]] = field(default_factory=set)
+    # (field, class, attribute): ``<obj>.<field> = self.<attribute>[...]`` (or a
+    # ``<field>=`` keyword) in a method of the class: the field holds a view of the
+    # attribute, captured when the attribute is (``metadata.swa_out_cache_loc``)
+    view_bindings: set[tuple[str, str, str]] = field(default_factory=set)
 
 
 def _is_none(expr: cst.BaseExpression | None) -> bool:
@@ -93,6 +124,22 @@ class _Method:
     locals_: dict[str, list[cst.BaseExpression]] = field(default_factory=dict)
     # (attribute, value) whose None-ness depends on the locals
     pending: list[tuple[str, cst.BaseExpression]] = field(default_factory=list)
+    # (attribute, value) bound on ``self``, and dict entries ``self.<attr>["k"] = value``
+    bound: list[tuple[str, cst.BaseExpression]] = field(default_factory=list)
+    entries: list[tuple[str, cst.BaseExpression]] = field(default_factory=list)
+    # (field, value) bound on another object (``slot.buffer = buffer``)
+    fields: list[tuple[str, cst.BaseExpression]] = field(default_factory=list)
+
+
+@dataclass
+class _ClassScratch:
+    """What a class's captured buffers are decided on when its body ends."""
+
+    # attribute -> the method allocating it (a tensor, or a dict of them)
+    allocated: dict[str, str] = field(default_factory=dict)
+    containers: dict[str, str] = field(default_factory=dict)
+    tensor_fields: set[str] = field(default_factory=set)
+    fields: dict[str, str] = field(default_factory=dict)
 
 
 class BufferFactsCollector(cst.CSTVisitor):
@@ -104,6 +151,7 @@ class BufferFactsCollector(cst.CSTVisitor):
         # innermost scope last: a ClassFacts for a class body, a _Method or None for a function
         self._scopes: list[ClassFacts | _Method | None] = []
         self._class_names: list[str] = []
+        self._scratch: list[_ClassScratch] = []
 
     # -- fills of SWA buffers (any object, any scope) ------------------------------------
 
@@ -131,7 +179,7 @@ class BufferFactsCollector(cst.CSTVisitor):
                 )
                 if not zero:
                     self._fill(func.value)
-            if method in ("append", "extend", "insert") and _is_destination(func.value):
+            if method in ("append", "extend", "insert") and is_destination_list(func.value):
                 for arg in node.args:
                     self._fill_all(arg.value)
         positional = [a for a in node.args if a.keyword is None]
@@ -157,19 +205,39 @@ class BufferFactsCollector(cst.CSTVisitor):
         facts = self.facts.classes.setdefault(node.name.value, ClassFacts())
         self._scopes.append(facts)
         self._class_names.append(node.name.value)
+        scratch = _ClassScratch()
+        self._scratch.append(scratch)
         body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
         for stmt in body:
             if not isinstance(stmt, cst.SimpleStatementLine):
                 continue
             for small in stmt.body:
                 if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
-                    self._annotated(facts, small.target.value, small.annotation.annotation)
+                    annotation = small.annotation.annotation
+                    self._annotated(facts, small.target.value, annotation)
                     if small.value is not None and _may_be_none(small.value, {}):
                         facts.optional.add(small.target.value)
+                    if "Tensor" in _CODE.code_for_node(annotation):
+                        scratch.tensor_fields.add(small.target.value)
 
     def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
-        self._scopes.pop()
+        facts = self._scopes.pop()
         self._class_names.pop()
+        scratch = self._scratch.pop()
+        assert isinstance(facts, ClassFacts)
+        # Graph code: the class captures, replays or populates, or the attribute or the
+        # method allocating it is named for the graph.
+        graph_class = any(is_graph_role_method(m) for m in facts.method_writes)
+        for found, into in (
+            (scratch.allocated, facts.captured),
+            (scratch.containers, facts.captured_containers),
+            (scratch.fields, facts.allocated_fields),
+        ):
+            for attr, method in found.items():
+                if graph_class or is_graph_name(attr) or is_graph_name(method):
+                    into.add(attr)
+        if graph_class:
+            facts.captured |= scratch.tensor_fields
 
     @staticmethod
     def _annotated(facts: ClassFacts, attr: str, annotation: cst.BaseExpression) -> None:
@@ -200,6 +268,30 @@ class BufferFactsCollector(cst.CSTVisitor):
         for attr, value in method.pending:
             if _may_be_none(value, single):
                 method.cls.optional.add(attr)
+        if is_replay_name(method.name) or not self._scratch:
+            return
+        # allocations in any method but a replay path (constructors, factories,
+        # ``init_cuda_graph_state``, lazy allocation helpers)
+        scratch = self._scratch[-1]
+        # a local that some assignment allocates (``buf = torch.zeros(n)``, then maybe
+        # ``buf = share(buf)``) holds an allocation
+        allocated = {
+            name: value
+            for name, values in method.locals_.items()
+            for value in values
+            if is_allocation(value, single)
+        }
+        for attr, value in method.bound:
+            if is_allocation(value, allocated):
+                scratch.allocated.setdefault(attr, method.name)
+            elif allocated_entries(value):
+                scratch.containers.setdefault(attr, method.name)
+        for attr, value in method.entries:
+            if is_allocation(value, allocated):
+                scratch.containers.setdefault(attr, method.name)
+        for attr, value in method.fields:
+            if is_allocation(value, allocated):
+                scratch.fields.setdefault(attr, method.name)
 
     def _self_write(self, attr: str, value: cst.BaseExpression | None, bind: bool) -> None:
         method = self._method
@@ -208,6 +300,7 @@ class BufferFactsCollector(cst.CSTVisitor):
         method.written.add(attr)
         if bind and value is not None:
             method.pending.append((attr, value))
+            method.bound.append((attr, value))
             built = constructed_class(value, factories=True)
             if built:
                 method.cls.attr_types.setdefault(attr, built)
@@ -230,9 +323,44 @@ class BufferFactsCollector(cst.CSTVisitor):
             if _is_self_attribute(target):
                 assert isinstance(target, cst.Attribute)
                 self._self_write(target.attr.value, None, bind=False)
+            if func.attr.value == "zero_" or (len(node.args) == 1 and is_zero(node.args[0].value)):
+                self._self_reset(func.value)
+        self._note_views(node)
+
+    def _self_reset(self, target: cst.BaseExpression) -> None:
+        """A reset of the whole or the tail of ``self.<attr>`` (or of an entry of it)."""
+        method = self._method
+        if method is None or not (is_tail(target) or is_whole(target)):
+            return
+        buffer = buffer_name(target, {})
+        if (
+            buffer is not None
+            and isinstance(buffer.owner, cst.Name)
+            and buffer.owner.value == "self"
+        ):
+            method.cls.method_resets.setdefault(method.name, set()).add(
+                buffer.container or buffer.attr
+            )
+
+    def _note_views(self, node: cst.Call) -> None:
+        """``Metadata(page_table=self.cuda_graph_page_table[:bs])``: a constructor's
+        keyword views."""
+        if constructed_class(node) is None:
+            return
+        for arg in node.args:
+            if arg.keyword is not None:
+                self._view_binding(arg.keyword.value, arg.value)
+
+    def _view_binding(self, field_name: str, value: cst.BaseExpression) -> None:
+        method = self._method
+        if method is None:
+            return
+        source = _view_source(value)
+        if source is not None:
+            self.facts.view_bindings.add((field_name, method.class_name, source))
 
     def _store(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
-        if isinstance(target, cst.Name) and value is not None and _is_destination(target):
+        if isinstance(target, cst.Name) and value is not None and is_destination_list(target):
             # ``dsts = [self.out_cache_loc_swa[:n], ...]``
             self._fill_all(value)
         # ``buf[:n] = src`` / ``self.out_cache_loc_swa = forward_batch.out_cache_loc_swa``
@@ -264,6 +392,15 @@ class BufferFactsCollector(cst.CSTVisitor):
             if _is_self_attribute(base):
                 assert isinstance(base, cst.Attribute)
                 self._self_write(base.attr.value, None, bind=False)
+                if value is not None and is_zero(value):
+                    self._self_reset(target)
+                if value is not None and target.value is base:
+                    # ``self.buffers["x"] = torch.zeros(...)``: an entry of a dict
+                    method.entries.append((base.attr.value, value))
+        elif isinstance(target, cst.Attribute) and value is not None:
+            # ``metadata.swa_out_cache_loc = self.cuda_graph_swa_out_cache_loc[:n]``
+            self._view_binding(target.attr.value, value)
+            method.fields.append((target.attr.value, value))
         elif isinstance(target, cst.Tuple | cst.List):
             for element in target.elements:
                 self._store(element.value, None)
@@ -302,15 +439,19 @@ def _strip(expr: cst.BaseExpression) -> cst.BaseExpression:
     return expr
 
 
-_DESTINATION_WORDS = ("dst", "dest", "out", "target")
+_CODE = cst.Module([])
 
 
-def _is_destination(expr: cst.BaseExpression) -> bool:
-    """A list named like a copy destination (``dsts``, ``out_tensors``, ``targets``)."""
-    if not isinstance(expr, cst.Name | cst.Attribute):
-        return False
-    name = (expr.value if isinstance(expr, cst.Name) else expr.attr.value).lower()
-    return any(word in name for word in _DESTINATION_WORDS)
+def _view_source(value: cst.BaseExpression) -> str | None:
+    """``A`` for a view of ``self.A`` or of an entry of ``self.A`` (``self.A[:n]``,
+    ``self.A["k"][:bs].view(-1)``), else ``None``."""
+    expr = viewed(value)
+    while isinstance(expr, cst.Subscript):
+        expr = expr.value
+    if _is_self_attribute(expr):
+        assert isinstance(expr, cst.Attribute)
+        return expr.attr.value
+    return None
 
 
 def _is_self_attribute(node: cst.BaseExpression) -> bool:
@@ -332,15 +473,62 @@ class ProjectBuffers:
         self.none_checked: dict[str, set[str]] = {}
         self.filled: set[str] = set()
         self.self_filled: set[tuple[str, str, str]] = set()
+        self.view_bindings: set[tuple[str, str, str, str]] = set()
         for path, facts in project.rule_facts(code):
             for name, cls in facts.classes.items():
                 self.by_class[(path, name)] = cls
             self.none_checked[path] = facts.none_checked
             self.filled |= facts.filled
             self.self_filled |= {(path, cls, attr) for cls, attr in facts.self_filled}
+            self.view_bindings |= {(path, *binding) for binding in facts.view_bindings}
+        self.captured_fields = self._captured_fields(project)
 
     def of(self, info: ClassInfo) -> ClassFacts:
         return self.by_class.get((info.path, info.name), ClassFacts())
+
+    def captured(self, project: ProjectIndex, info: ClassInfo, attr: str) -> bool:
+        """Whether ``attr`` of ``info`` (or a base) is a buffer a captured graph reads."""
+        return any(attr in self.of(cls).captured for cls in project.mro(info))
+
+    def captured_container(self, project: ProjectIndex, info: ClassInfo, attr: str) -> bool:
+        """Whether ``attr`` of ``info`` (or a base) is a dict of captured buffers."""
+        return any(attr in self.of(cls).captured_containers for cls in project.mro(info))
+
+    def _captured_fields(self, project: ProjectIndex) -> dict[tuple[str, str], set[str]]:
+        """Per class, the fields of other objects its methods bind to a view of one of its
+        captured buffers (``metadata.swa_out_cache_loc = self.cuda_graph_swa_out_cache_loc[:n]``)
+        or that its graph code allocates (``slot.buffer = torch.zeros(...)``)."""
+        fields: dict[tuple[str, str], set[str]] = {}
+        for path, field_name, cls_name, source in self.view_bindings:
+            info = project.resolve_class(cls_name, near=path)
+            if info is not None and (
+                self.captured(project, info, source)
+                or self.captured_container(project, info, source)
+            ):
+                fields.setdefault((info.path, info.name), set()).add(field_name)
+        for key, cls in self.by_class.items():
+            if cls.allocated_fields:
+                fields.setdefault(key, set()).update(cls.allocated_fields)
+        return fields
+
+    def captured_field(self, project: ProjectIndex, info: ClassInfo, field_name: str) -> bool:
+        """Whether methods of ``info`` (or a base) bind ``field_name`` of some object (a
+        graph's metadata) to a view of a captured buffer."""
+        return any(
+            field_name in self.captured_fields.get((cls.path, cls.name), ())
+            for cls in project.mro(info)
+        )
+
+
+def file_buffer_facts(context: FileContext) -> FileFacts:
+    """The buffer facts of the checked file: one walk, shared by the rules that read them."""
+
+    def compute() -> FileFacts:
+        collector = BufferFactsCollector(context.names)
+        walk(context.module, collector)
+        return collector.facts
+
+    return context.memo(("buffers.file_facts",), compute)
 
 
 def project_buffers(project: ProjectIndex, code: str) -> ProjectBuffers:
@@ -433,7 +621,8 @@ class BufferOwners:
             return None
         facts = self.facts
         for cls in self.context.project.mro(info):
-            cls_name = facts.of(cls).attr_types.get(attr)
+            # the index's types also follow annotated parameters (``self.buffers = buffers``)
+            cls_name = facts.of(cls).attr_types.get(attr) or cls.attribute_types.get(attr)
             if cls_name:
                 return self.context.project.resolve_class(cls_name, near=cls.path)
         return None
@@ -467,6 +656,52 @@ class BufferOwners:
                 cls, method = found
                 covered |= facts.of(cls).method_writes.get(method.name, set())
         return covered
+
+    def is_captured_view(
+        self,
+        value: cst.BaseExpression,
+        func: cst.FunctionDef | None,
+        local_values: Mapping[str, cst.BaseExpression],
+    ) -> bool:
+        """Whether ``value`` is a view of a buffer a captured graph reads (``self.buf[:n]``,
+        ``self.graph_bufs["x"].view(-1)``, a local bound once to one), or ``None``: what
+        a captured buffer may be bound to after capture without leaving the graph."""
+        if isinstance(value, cst.Name) and value.value == "None":
+            return True
+        if isinstance(value, cst.IfExp):
+            return self.is_captured_view(value.body, func, local_values) and (
+                self.is_captured_view(value.orelse, func, local_values)
+            )
+        base = viewed(value)
+        if isinstance(base, cst.Name) and base.value in local_values:
+            return self.is_captured_view(local_values[base.value], func, {})
+        buffer = buffer_name(base, local_values)
+        return buffer is not None and self.holds_captured(buffer, func)
+
+    def holds_captured(self, buffer: BufferName, func: cst.FunctionDef | None) -> bool:
+        """Whether ``buffer`` is captured or a dict of captured buffers."""
+        if self.is_captured(buffer, func):
+            return True
+        info = self.owner_class(buffer.owner, func) if buffer.container is None else None
+        return info is not None and self.facts.captured_container(
+            self.context.project, info, buffer.attr
+        )
+
+    def is_captured(self, buffer: BufferName, func: cst.FunctionDef | None) -> bool:
+        """Whether ``buffer`` (as ``func`` names it) is one a captured graph reads: a
+        captured attribute or dict entry of its owner's class, or a field bound to a view
+        of one (a graph's metadata)."""
+        project = self.context.project
+        info = self.owner_class(buffer.owner, func)
+        if buffer.container is not None:
+            return info is not None and self.facts.captured_container(
+                project, info, buffer.container
+            )
+        if info is not None and self.facts.captured(project, info, buffer.attr):
+            return True
+        # a field of a graph's metadata, named in a method of the class that binds it
+        here = self.self_class(buffer.owner)
+        return here is not None and self.facts.captured_field(project, here, buffer.attr)
 
     def optional(self, info: ClassInfo) -> set[str]:
         """The buffers of ``info`` that may be ``None``, and those compared with ``None``

@@ -10,9 +10,9 @@ import pytest
 from swacheck.analysis.padding import is_location_name, padding_polarity
 from swacheck.config import Config
 from swacheck.engine.audit import AuditOptions, audit_sources
-from swacheck.rules.swa003_padding_branch_misses_swa_buffer import PaddingBranchMissesSwaBuffer
+from swacheck.rules.swa003_swa_padded_tail_not_reset import SwaPaddedTailNotReset
 
-RULE = PaddingBranchMissesSwaBuffer
+RULE = SwaPaddedTailNotReset
 
 
 # Somewhere in the tree fills the SWA buffers with real slots (a never-filled buffer
@@ -337,7 +337,10 @@ class PrefillBuffers:
     result = audit_sources(
         {"example.py": code}, AuditOptions(rules=[RULE], config=Config(), jobs=1), root=tmp_path
     )
-    assert result.findings == []
+    # The branch of PrefillBuffers is silent; DecodeBuffers' own populate (a live-row fill
+    # of a buffer a captured graph reads, with no tail reset) is a finding of its own.
+    assert [f.start.row for f in result.findings] == [7]
+    assert "`self.out_cache_loc_swa[:n]` is filled" in result.findings[0].message
     filled_in_subclass = (
         code
         + """
@@ -353,7 +356,7 @@ class SwaPrefillBuffers(PrefillBuffers):
         AuditOptions(rules=[RULE], config=Config(), jobs=1),
         root=tmp_path / "sub",
     )
-    assert [f.start.row for f in result.findings] == [16]
+    assert [f.start.row for f in result.findings] == [7, 16, 22]
 
 
 def test_a_copy_source_is_not_a_fill(tmp_path: Path) -> None:
@@ -369,3 +372,155 @@ def test_a_copy_source_is_not_a_fill(tmp_path: Path) -> None:
         root=tmp_path,
     )
     assert result.findings == []
+
+
+# -- live-row fills of buffers a captured graph reads ------------------------------------
+
+BACKEND = """
+import torch
+
+
+class Backend:
+    def init_cuda_graph_state(self, max_bs, max_num_tokens, max_pages):
+        self.cuda_graph_swa_out_cache_loc = torch.zeros(max_num_tokens, dtype=torch.int64)
+        self.cuda_graph_swa_page_table = torch.zeros(max_bs, max_pages, dtype=torch.int32)
+
+    def init_forward_metadata_replay_cuda_graph(self, bs, raw_bs, forward_batch, pages):
+        n = forward_batch.out_cache_loc.shape[0]
+{body}
+"""
+
+
+def _backend(body: str) -> str:
+    """The backend with ``body`` in its replay method (``BUF`` for its SWA write buffer)."""
+    body = body.replace("BUF", "self.cuda_graph_swa_out_cache_loc")
+    lines = [f"        {line}" if line else "" for line in body.strip("\n").split("\n")]
+    return BACKEND.format(body="\n".join(lines))
+
+
+@pytest.mark.parametrize(
+    ("body", "flagged"),
+    [
+        # reset before, after, on both arms of a branch: every path is covered
+        ("buf = BUF\nbuf[n:].zero_()\nbuf[:n].copy_(x)", False),
+        ("BUF[:n].copy_(x)\nBUF[n:] = 0", False),
+        ("if bs > 4:\n    BUF[n:].zero_()\nelse:\n    BUF.fill_(0)\nBUF[:n].copy_(x)", False),
+        # a reset on one arm only, or under a loop that may not run: a path without it
+        ("if bs > 4:\n    BUF[n:].zero_()\nBUF[:n].copy_(x)", True),
+        ("for _ in range(bs):\n    BUF[n:].zero_()\nBUF[:n].copy_(x)", True),
+        # a reset of the head (the capture path's zeros) is no tail reset
+        ("BUF[:n].zero_()\nBUF[:n].copy_(x)", True),
+        # a fill to the padded size has no tail; a table filled to `bs` neither
+        ("BUF[:padded_num_tokens].copy_(x)", False),
+        ("self.cuda_graph_swa_page_table[:bs, : pages.shape[1]].copy_(pages)", False),
+        ("self.cuda_graph_swa_page_table[:, : pages.shape[1]].copy_(pages)", False),
+        # a table filled for the raw requests only
+        ("self.cuda_graph_swa_page_table[:raw_bs].copy_(pages)", True),
+        ("live = raw_bs\nself.cuda_graph_swa_page_table[:live].copy_(pages)", True),
+        # a call handed the tail, or the buffer with the live count
+        ("zero_tail(BUF[n:])\nBUF[:n].copy_(x)", False),
+        ("reset(BUF, n)\nBUF[:n].copy_(x)", False),
+        # a kernel launch handed the buffer fills it; it is no reset; nor is a call
+        # handed the buffer without the live count
+        ("kernel[(1,)](BUF, n)\nBUF[:n].copy_(x)", True),
+        ("log(BUF)\nBUF[:n].copy_(x)", True),
+        # a raise on the path without a reset replays nothing
+        ("if bs > 4:\n    raise ValueError(bs)\nBUF[n:].zero_()\nBUF[:n].copy_(x)", False),
+    ],
+)
+def test_fill_needs_a_reset_on_every_path(body: str, flagged: bool, tmp_path: Path) -> None:
+    rows = _rows({"example.py": _backend(body)}, tmp_path)
+    assert bool(rows) is flagged, rows
+
+
+def test_one_finding_per_buffer_and_function(tmp_path: Path) -> None:
+    body = "BUF[:n].copy_(x)\nBUF[:n] = y"
+    assert _rows({"example.py": _backend(body)}, tmp_path) == [12]
+
+
+def test_reset_by_a_method_of_a_base_class_in_another_file(tmp_path: Path) -> None:
+    base = """
+import torch
+
+
+class BaseBackend:
+    def init_cuda_graph_state(self, max_num_tokens):
+        self.cuda_graph_swa_out_cache_loc = torch.zeros(max_num_tokens, dtype=torch.int64)
+
+    def _reset_swa_tail(self, n):
+        self.cuda_graph_swa_out_cache_loc[n:].zero_()
+
+    def _touch_swa_head(self, n):
+        self.cuda_graph_swa_out_cache_loc[:n].zero_()
+"""
+    sub = """
+from base import BaseBackend
+
+
+class Backend(BaseBackend):
+    def init_forward_metadata_replay_cuda_graph(self, forward_batch):
+        n = forward_batch.out_cache_loc.shape[0]
+        self.{helper}(n)
+        self.cuda_graph_swa_out_cache_loc[:n].copy_(forward_batch.swa_loc)
+"""
+    files = {"example.py": sub.format(helper="_reset_swa_tail"), "base.py": base}
+    assert _rows(files, tmp_path / "a") == []
+    # a helper that writes only the head is no reset
+    files = {"example.py": sub.format(helper="_touch_swa_head"), "base.py": base}
+    assert _rows(files, tmp_path / "b") == [9]
+
+
+def test_a_graph_buffer_of_a_class_in_another_file_typed_by_annotation(tmp_path: Path) -> None:
+    holder = """
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class GraphInputs:
+    swa_out_cache_loc: torch.Tensor
+
+    def load_batch(self, forward_batch):
+        pass
+"""
+    runner = """
+from holder import GraphInputs
+
+
+def refill(inputs: GraphInputs, forward_batch, raw_num_tokens):
+    inputs.swa_out_cache_loc[:raw_num_tokens].copy_(forward_batch.out_cache_loc_swa)
+"""
+    assert _rows({"example.py": runner, "holder.py": holder}, tmp_path) == [6]
+
+
+def test_fill_fix_keeps_the_guard_and_is_idempotent(tmp_path: Path) -> None:
+    body = "if BUF is not None:\n    BUF[:n].copy_(x)"
+    code = _backend(body)
+    _audit({"example.py": code}, tmp_path, fix=True)
+    text = (tmp_path / "example.py").read_text()
+    assert (
+        "        if self.cuda_graph_swa_out_cache_loc is not None:\n"
+        "            self.cuda_graph_swa_out_cache_loc[n:].zero_()\n"
+        "            self.cuda_graph_swa_out_cache_loc[:n].copy_(x)\n"
+    ) in text
+    assert _rows({"example.py": text}, tmp_path / "again") == []
+
+
+def test_branch_and_fill_are_one_finding(tmp_path: Path) -> None:
+    # The padding branch resets the object's other location buffer: the branch reports
+    # the SWA buffer once, the fill of it is not a second finding.
+    code = """
+class Runner:
+    def __init__(self, n):
+        self.out_cache_loc = torch.zeros(n)
+        self.out_cache_loc_swa = torch.zeros(n, dtype=torch.int32)
+
+    def replay_prepare(self, forward_batch, raw_bs, bs):
+        if bs != raw_bs:
+            self.out_cache_loc.zero_()
+        self.out_cache_loc_swa[:raw_bs].copy_(forward_batch.out_cache_loc_swa)
+"""
+    result = _audit({"example.py": code}, tmp_path)
+    [finding] = [f for f in result.findings if f.path == "example.py"]
+    assert finding.start.row == 8 and "padding branch" in finding.message

@@ -1,0 +1,429 @@
+"""SWA010 captured-buffer-rebound."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from swacheck.analysis.buffers import BufferOwners, FileFacts, file_buffer_facts
+from swacheck.analysis.graph_buffers import (
+    CG_WORD,
+    GRAPH_TEXT,
+    BufferName,
+    FunctionBuffers,
+    function_buffers,
+    holds_no_tensor,
+    is_replay_name,
+    is_setup_name,
+    swa_buffer_role,
+)
+from swacheck.config import Config
+from swacheck.rule import Invalid, Rule, Valid
+from swacheck.triggers import Trigger, TriggerSet, word
+
+if TYPE_CHECKING:
+    from swacheck.context import FileContext
+
+
+class CapturedBufferRebound(Rule):
+    """
+    ## What it does
+    Finds a buffer that a captured CUDA graph reads being *rebound* on a replay path
+    instead of refilled in place: `self.cuda_graph_swa_out_cache_loc = swa_loc`,
+    `metadata.page_table = new_table`, `self.graph_buffers["swa_loc"] = t`, when the
+    value is not a view of a captured buffer (`self.cuda_graph_swa_out_cache_loc[:n]`
+    is fine, as is `None`).
+
+    A buffer that a captured graph reads is recognised as SWA003 recognises it, by how it
+    is made: a tensor allocated outside the replay path by graph code (the attribute or
+    the allocating method named for the graph, such as `cuda_graph_*` or
+    `init_cuda_graph_state`, or a class that captures, replays or populates), a tensor
+    field of such a class, an entry of a dict so allocated, a field of another object
+    that graph code allocates (a registry's `slot.buffer = torch.zeros(...)`), or a field
+    that a method of the same class binds to a view of one (`metadata.swa_out_cache_loc =
+    self.cuda_graph_swa_out_cache_loc[:n]`). Any such buffer counts, SWA or not: the
+    contract is the graph's. So does an SWA location or table field (`swa_out_cache_loc`,
+    `swa_page_table`) of an object the backend keeps (`self.forward_metadata`, a metadata
+    taken out of a per-batch-size dict): that is what the captured kernels read. A value
+    that holds no tensor (a number, a host-side list: `int(n)`, `x.tolist()`) rebinds no
+    buffer.
+
+    A replay path is a function named for it (`init_forward_metadata_replay_cuda_graph`,
+    `init_forward_metadata_out_graph`, `replay_prepare`, `populate_from_forward_batch`,
+    `fill_from`, `load_batch`, `*refill*`) or one that fills a captured buffer in place
+    and is not named for setting up (`__init__`, `init_*`, `*capture*`, `*alloc*`,
+    `create`, `build`, `setup`, `register`). Rebinding there is allowed under a test that
+    says the code runs at capture (`if in_capture:`, `if self.is_capturing():`) or
+    allocates lazily (`if self.buf is None:`).
+
+    ## Why is this bad?
+    A captured graph replays its kernels on the addresses it captured (invariant I10). A
+    buffer rebound after capture is a new tensor the graph never sees: the replay keeps
+    reading the old one, which now holds whatever was last written there — for SWA write
+    locations, a previous batch's slots, so the replayed tokens store their K/V into other
+    requests' SWA KV; for page tables, another batch's pages. Nothing fails: eager runs
+    read the new tensor and are right, only graph replays go wrong. The fix is to fill the
+    captured buffer in place: `self.buf[:n].copy_(t)` (and reset the tail, SWA003).
+
+    ## Fix safety
+    No autofix: turning a rebinding into an in-place fill needs the live count and the
+    tail's sentinel, which only the author knows.
+    """
+
+    code = "SWA010"
+    name = "captured-buffer-rebound"
+    summary = "a buffer a captured CUDA graph reads is rebound on a replay path"
+    invariant = "I10"
+    origin = "CUDA-graph contract (a graph replays on the addresses it captured)"
+
+    VALID = [
+        # The 0.5.13+ backend shape: the captured buffer refilled in place, a metadata
+        # field bound to a view of it.
+        Valid(
+            """
+import torch
+
+
+class TritonAttnBackend:
+    def init_cuda_graph_state(self, max_bs, max_num_tokens):
+        self.cuda_graph_swa_out_cache_loc = torch.zeros(max_num_tokens, dtype=torch.int64)
+
+    def init_forward_metadata_capture_cuda_graph(self, num_tokens, metadata):
+        metadata.swa_out_cache_loc = self.cuda_graph_swa_out_cache_loc[:num_tokens]
+
+    def init_forward_metadata_replay_cuda_graph(self, forward_batch, metadata):
+        n = forward_batch.out_cache_loc.shape[0]
+        self.cuda_graph_swa_out_cache_loc[n:].zero_()
+        self.cuda_graph_swa_out_cache_loc[:n].copy_(
+            self.pool.translate_loc_from_full_to_swa(forward_batch.out_cache_loc)
+        )
+        metadata.swa_out_cache_loc = self.cuda_graph_swa_out_cache_loc[:n]
+"""
+        ),
+        # Rebinding at capture (guarded) and lazy allocation are setup, not replay.
+        Valid(
+            """
+import torch
+
+
+class Backend:
+    def init_forward_metadata_out_graph(self, forward_batch, in_capture=False):
+        if self.graph_swa_page_table is None:
+            self.graph_swa_page_table = torch.zeros(8, 64, dtype=torch.int32)
+        if in_capture:
+            self.graph_swa_page_table = torch.zeros(8, 64, dtype=torch.int32)
+        else:
+            self.graph_swa_page_table[: forward_batch.batch_size].copy_(forward_batch.pages)
+"""
+        ),
+        # Not a captured buffer: the eager path's metadata holds fresh tensors.
+        Valid(
+            """
+import torch
+
+
+class Backend:
+    def __init__(self):
+        self.forward_metadata = None
+
+    def init_forward_metadata(self, forward_batch):
+        metadata = Metadata()
+        metadata.swa_out_cache_loc = self.pool.translate_loc_from_full_to_swa(
+            forward_batch.out_cache_loc
+        )
+        self.forward_metadata = metadata
+"""
+        ),
+        # A buffer of a class that is not graph code may be rebound anywhere.
+        Valid(
+            """
+import torch
+
+
+class SWAKVPool:
+    def __init__(self, size):
+        self.swa_loc_buf = torch.zeros(size, dtype=torch.int32)
+
+    def refresh(self, locs):
+        self.swa_loc_buf = locs.to(torch.int32)
+"""
+        ),
+        # Fields of the metadata that are no tensors (a length, a host list) are rebound
+        # every replay; only tensors are captured.
+        Valid(
+            """
+from dataclasses import dataclass
+from typing import List, Optional
+
+import torch
+
+
+@dataclass
+class DualChunkMetadata:
+    seq_lens_tensor: Optional[torch.Tensor] = None
+    seq_lens: Optional[List[int]] = None
+    max_seq_len: int = 0
+
+
+class DualChunkBackend:
+    def __init__(self):
+        self.forward_metadata: DualChunkMetadata = None
+
+    def init_cuda_graph_state(self, max_bs):
+        self.decode_metadata = {"seq_lens_tensor": torch.zeros(max_bs, dtype=torch.int32)}
+
+    def init_forward_metadata_replay_cuda_graph(self, bs, seq_lens):
+        metadata = self.decode_metadata[bs]
+        metadata.seq_lens_tensor.copy_(seq_lens[:bs])
+        metadata.seq_lens = seq_lens[:bs].tolist()
+        self.forward_metadata.max_seq_len = int(seq_lens.max())
+"""
+        ),
+    ]
+    INVALID = [
+        # The backend's graph buffer rebound to the translation in the replay path.
+        Invalid(
+            """
+import torch
+
+
+class TRTLLMHAAttnBackend:
+    def init_cuda_graph_state(self, max_bs, max_num_tokens):
+        self.cuda_graph_swa_out_cache_loc = (
+            torch.zeros(max_num_tokens, dtype=torch.int64)
+            if self.use_sliding_window_kv_pool
+            else None
+        )
+
+    def init_forward_metadata_out_graph(self, forward_batch, in_capture=False):
+        if in_capture:
+            self.cuda_graph_swa_out_cache_loc.zero_()
+        else:
+            swa_loc = self.pool.translate_loc_from_full_to_swa(forward_batch.out_cache_loc)
+            self.cuda_graph_swa_out_cache_loc = swa_loc
+""",
+            line=18,
+        ),
+        # A field of the captured metadata (bound to a view at capture) rebound on replay;
+        # the metadata comes out of a per-batch-size dict.
+        Invalid(
+            """
+import torch
+
+
+class FlashAttentionBackend:
+    def init_cuda_graph_state(self, max_bs, max_pages):
+        self.decode_cuda_graph_metadata = {
+            "swa_page_table": torch.zeros(max_bs, max_pages, dtype=torch.int32),
+        }
+
+    def init_forward_metadata_capture_cuda_graph(self, bs):
+        metadata = Metadata()
+        metadata.swa_page_table = self.decode_cuda_graph_metadata["swa_page_table"][:bs]
+        self.decode_cuda_graph_metadata[bs] = metadata
+
+    def init_forward_metadata_replay_cuda_graph(self, bs, req_pool_indices):
+        metadata = self.decode_cuda_graph_metadata[bs]
+        pages = self.req_to_token[req_pool_indices[:bs]]
+        metadata.swa_page_table = self.pool.translate_loc_from_full_to_swa(pages)
+""",
+            line=19,
+        ),
+        # An entry of a runner's dict of graph inputs replaced in its populate step.
+        Invalid(
+            """
+import torch
+
+
+class DraftExtendRunner:
+    def __init__(self, max_num_tokens):
+        self.graph_inputs = {}
+        self.graph_inputs["swa_out_cache_loc"] = torch.zeros(max_num_tokens, dtype=torch.int32)
+        self.graph_inputs["positions"] = torch.zeros(max_num_tokens, dtype=torch.int64)
+
+    def populate(self, forward_batch):
+        n = forward_batch.positions.shape[0]
+        self.graph_inputs["positions"][:n].copy_(forward_batch.positions)
+        self.graph_inputs["swa_out_cache_loc"] = forward_batch.out_cache_loc_swa
+""",
+            line=14,
+        ),
+        # A dataclass of graph inputs (it populates) whose field is rebound through a typed
+        # holder, in a helper that fills another field in place.
+        Invalid(
+            """
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class DecodeInputBuffers:
+    out_cache_loc: torch.Tensor
+    out_cache_loc_swa: torch.Tensor
+
+    def populate_from_forward_batch(self, forward_batch, raw_num_tokens):
+        self.out_cache_loc[:raw_num_tokens].copy_(forward_batch.out_cache_loc)
+
+
+class CudaGraphRunner:
+    def __init__(self, buffers: DecodeInputBuffers):
+        self.buffers = buffers
+
+    def _copy_locations(self, forward_batch, raw_num_tokens):
+        self.buffers.out_cache_loc[:raw_num_tokens].copy_(forward_batch.out_cache_loc)
+        self.buffers.out_cache_loc_swa = forward_batch.out_cache_loc_swa
+""",
+            line=22,
+        ),
+        # An SWA field of the object the backend's kernels read given a fresh translation
+        # on the replay path.
+        Invalid(
+            """
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+
+@dataclass
+class ForwardMetadata:
+    swa_out_cache_loc: Optional[torch.Tensor] = None
+
+
+class AiterAttnBackend:
+    def __init__(self):
+        self.forward_metadata: ForwardMetadata = None
+
+    def init_forward_metadata_out_graph(self, forward_batch, in_capture=False):
+        self.forward_metadata.swa_out_cache_loc = self.pool.translate_loc_from_full_to_swa(
+            forward_batch.out_cache_loc
+        )
+""",
+            line=18,
+        ),
+        # A registry of slots (dataclasses holding the graph's buffers) whose fill step
+        # adopts the batch's tensor instead of copying it in.
+        Invalid(
+            """
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+
+@dataclass
+class GraphSlot:
+    name: str
+    buffer: Optional[torch.Tensor] = None
+
+
+class CudaGraphBufferRegistry:
+    def __init__(self):
+        self._slots = {}
+
+    def register_slot(self, slot, shape):
+        buffer = torch.zeros(shape, dtype=torch.int32)
+        slot.buffer = buffer
+        self._slots[slot.name] = slot
+
+    def fill_from(self, forward_batch, raw_num_tokens):
+        for slot in self._slots.values():
+            src = getattr(forward_batch, slot.name)
+            if slot.name.endswith("_swa"):
+                slot.buffer = src
+            else:
+                slot.buffer[:raw_num_tokens].copy_(src)
+""",
+            line=27,
+        ),
+    ]
+
+    # A finding sits in a function whose name, or whose class, holds a graph word.
+    region_safe = True
+
+    @classmethod
+    def triggers(cls, config: Config) -> frozenset[Trigger] | None:
+        """Graph words: ``graph``, ``capture``, ``replay``, ``populate``, ``refill``,
+        ``fill_from``, ``load_batch``, ``cg``.
+
+        A finding is a rebinding in a replay path: a function whose name holds one of
+        ``replay``, ``populate``, ``refill``, ``fill_from``, ``load_batch`` or ``out_graph``,
+        or one whose class block holds a trigger (checked). The buffer rebound is captured:
+        the block of the class allocating it holds its graph evidence (an attribute or
+        method named with a graph word, or a method that captures, replays or populates),
+        and a field bound to a view of it holds the same class's. Every block a finding
+        reads holds a trigger.
+        """
+        return frozenset({*GRAPH_TEXT, word(CG_WORD)})
+
+    @classmethod
+    def collect_facts(cls, context: FileContext) -> FileFacts | None:
+        triggers = TriggerSet(cls.triggers(context.config) or ())
+        if not triggers.matches(context.text.encode()):
+            return None  # the prefilter's argument: nothing here can matter
+        return file_buffer_facts(context)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        ctx = self.context
+        found = ctx.memo(("graph_buffers", node), lambda: function_buffers(node))
+        rebindings = [r for r in found.rebindings if not r.setup_guarded]
+        if not rebindings:
+            return
+        owners = BufferOwners(ctx, self.code)
+        if not self._replay_path(node, found, owners):
+            return
+        for rebinding in rebindings:
+            target = rebinding.target
+            if not (
+                owners.holds_captured(target, node)
+                or (
+                    self._kept_object(target, found)
+                    and swa_buffer_role(target.attr, ctx.names) is not None
+                )
+            ):
+                continue
+            if holds_no_tensor(rebinding.value) or owners.is_captured_view(
+                rebinding.value, node, found.local_values
+            ):
+                continue
+            shown = ctx.module.code_for_node(rebinding.expr)
+            self.report(
+                rebinding.node,
+                f"`{shown}` is read by a captured CUDA graph, which replays on the tensor "
+                "it held at capture; rebinding it here leaves the graph reading the old "
+                "tensor and its stale contents: fill it in place "
+                f"(`{shown}[:n].copy_(...)`) (I10)",
+            )
+
+    @staticmethod
+    def _kept_object(target: BufferName, found: FunctionBuffers) -> bool:
+        """Whether ``target``'s owner is an object the backend keeps (``self.forward_metadata``,
+        ``metadata = self.graph_metadata[bs]``), not one this function builds."""
+        owner = target.owner
+        if isinstance(owner, cst.Name):
+            value = found.local_values.get(owner.value)
+            return value is not None and not isinstance(value, cst.Call)
+        return isinstance(owner, cst.Attribute)
+
+    def _replay_path(
+        self, node: cst.FunctionDef, found: FunctionBuffers, owners: BufferOwners
+    ) -> bool:
+        """Named for a replay, or filling a captured buffer in place in graph code."""
+        name = node.name.value
+        if is_replay_name(name):
+            return True
+        if is_setup_name(name):
+            return False
+        writes = [f.buffer for f in found.fills] + [r.buffer for r in found.resets]
+        if not any(owners.is_captured(buffer, node) for buffer in writes):
+            return False
+        ctx = self.context
+        scope = ctx.enclosing(node, cst.ClassDef) or node
+        return ctx.memo(
+            ("swa010.graph_code", id(scope)),
+            lambda: TriggerSet(self.triggers(ctx.config) or ()).matches(
+                ctx.module.code_for_node(scope).encode()
+            ),
+        )
