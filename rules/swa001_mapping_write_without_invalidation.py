@@ -58,9 +58,10 @@ class MappingWriteWithoutInvalidation(OrderRule):
     The constructor's writes before any fill are exempt (nothing can have cached yet),
     and so are writes to the mapping of an object the function has itself just built
     (`self.pool = SWAKVPool(...)` on every path before the write, no fill since: start-up
-    wiring), and paths that end in `raise`. A private helper that leaves its write to its callers is reported
-    once, at the outermost caller that does not cover it. Branches under a mode guard
-    (`if self.is_hybrid_swa:`) are taken as the hybrid-SWA configuration runs them.
+    wiring), and paths that end in `raise`. A private helper that leaves its write to
+    its callers is reported once, at the outermost caller that does not cover it.
+    Branches under a mode guard (`if self.is_hybrid_swa:`) are taken as the hybrid-SWA
+    configuration runs them.
     Only writes a translation cache can see count (DESIGN.md's scope rules): the rule
     applies where a cache exists or cannot be ruled out. A cache is a memoising
     translate method, in any shape: it keeps its result on `self` between calls
