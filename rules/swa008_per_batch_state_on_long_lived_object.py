@@ -609,26 +609,49 @@ class Backend:
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         ctx = self.context
-        cls_node = ctx.parent(ctx.parent(node) or node)
-        cls = cls_node if isinstance(cls_node, cst.ClassDef) else None
-        info = ctx.project.resolve_class(cls.name.value, near=ctx.path) if cls else None
-        setter = setter_of(node) if cls is not None else None
-        if setter is not None:
-            attr, assignment = setter
-            if _per_batch(ctx.names, attr) and info is not None:
-                self._check(assignment, attr, node, info, [info], setter=node.name.value)
+        setter = setter_of(node)
+        if setter is None:
             return
-        if node.name.value in _CONSTRUCTORS:
-            return
-        for assignment, target in _attribute_stores(node):
-            attr = target.attr.value
-            if not _per_batch(ctx.names, attr) or not self._from_the_batch(assignment, node):
-                continue
-            long_lived, holders = self._holder(target.value, node, info)
-            if long_lived:
-                self._check(assignment, attr, node, info, holders)
+        attr, assignment = setter
+        info = self._class_of(node)
+        if _per_batch(ctx.names, attr) and info is not None:
+            self._check(assignment, attr, node, info, [info], setter=node.name.value)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if len(node.targets) == 1:
+            self._direct(node, node.targets[0].target)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self._direct(node, node.target)
+
+    def _class_of(self, func: cst.FunctionDef) -> ClassInfo | None:
+        """The class ``func`` is a method of (``None``: a function)."""
+        ctx = self.context
+        cls_node = ctx.parent(ctx.parent(func) or func)
+        if not isinstance(cls_node, cst.ClassDef):
+            return None
+        return ctx.project.resolve_class(cls_node.name.value, near=ctx.path)
 
     # -- direct assignments -------------------------------------------------------------
+
+    def _direct(self, assignment: cst.Assign | cst.AnnAssign, target: cst.BaseExpression) -> None:
+        """``x.<attr> = <the batch's value>`` outside a constructor and a plain setter."""
+        ctx = self.context
+        if not isinstance(target, cst.Attribute) or _is_none(assignment.value):
+            return
+        attr = target.attr.value
+        if not _per_batch(ctx.names, attr):
+            return
+        func = ctx.enclosing(assignment, cst.FunctionDef)
+        if func is None or func.name.value in _CONSTRUCTORS or setter_of(func) is not None:
+            return
+        if not self._from_the_batch(assignment, func):
+            return
+        info = self._class_of(func)
+        long_lived, holders = self._holder(target.value, func, info)
+        if long_lived:
+            self._check(assignment, attr, func, info, holders)
 
     def _from_the_batch(
         self, assignment: cst.Assign | cst.AnnAssign, func: cst.FunctionDef
@@ -768,35 +791,3 @@ def _attribute_class(project: ProjectIndex, info: ClassInfo, attr: str) -> Class
         if type_name:
             return project.resolve_class(type_name, near=cls.path)
     return None
-
-
-def _attribute_stores(
-    func: cst.FunctionDef,
-) -> list[tuple[cst.Assign | cst.AnnAssign, cst.Attribute]]:
-    """``x.attr = value`` statements of ``func`` itself (nested scopes excluded), with a
-    value other than ``None``."""
-    found: list[tuple[cst.Assign | cst.AnnAssign, cst.Attribute]] = []
-
-    class Visitor(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is func
-
-        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-            return False
-
-        def visit_Lambda(self, node: cst.Lambda) -> bool:
-            return False
-
-        def visit_Assign(self, node: cst.Assign) -> None:
-            if len(node.targets) == 1 and not _is_none(node.value):
-                target = node.targets[0].target
-                if isinstance(target, cst.Attribute):
-                    found.append((node, target))
-
-        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-            value = node.value
-            if isinstance(node.target, cst.Attribute) and value is not None and not _is_none(value):
-                found.append((node, node.target))
-
-    walk(func, Visitor())
-    return found

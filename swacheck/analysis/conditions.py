@@ -6,8 +6,9 @@ computed under what the caller's path already decides about the helper's conditi
 This module gives both sides the same vocabulary, config-free:
 
 * :func:`condition_of` reads a test (``if``/``while``) into a :class:`Condition`: its
-  operands (``a and not b`` → ``a``, ``not b``), each as normalised source text, and
-  whether an operand reads a parameter of the function (a condition the *caller* sets,
+  operands (``a and not b`` → ``a``, ``not b``), each as the text a caller can decide
+  (a name or attribute chain, or a call of one without arguments), and whether an
+  operand reads a parameter of the function (a condition the *caller* sets,
   ``if force:``) or only the object's or the module's state (``self.capturing``);
 * :func:`path_facts` computes, over a function's control flow, which operands surely
   hold or fail when a node is reached: a forward *must* analysis fed by the tests'
@@ -51,7 +52,7 @@ class Operand:
     param: bool = False
 
     def value(self, facts: Facts) -> bool | None:
-        known = facts.get(self.text)
+        known = facts.get(self.text) if self.text else None
         if known is None:
             return None
         return not known if self.negated else known
@@ -84,7 +85,7 @@ class Condition:
         if len(self.operands) > 1 and (label == TRUE) == self.disjunction:
             return ()
         holds = label == TRUE
-        return tuple((o.text, holds != o.negated) for o in self.operands)
+        return tuple((o.text, holds != o.negated) for o in self.operands if o.text)
 
     def state_only(self, facts: Facts) -> bool:
         """Every operand ``facts`` leave open reads only state (no parameter)."""
@@ -92,12 +93,14 @@ class Condition:
 
 
 def _text(expr: cst.BaseExpression) -> str:
-    """Normalised source text (outer parentheses and layout dropped)."""
-    name = dotted_name(expr)  # the common case, without generating code
-    if name is not None:
-        return name
-    bare = expr.with_changes(lpar=[], rpar=[]) if expr.lpar else expr
-    return " ".join(cst.Module([]).code_for_node(bare).split())
+    """The operand as text when a caller can decide it: a name or attribute chain
+    (``self.capturing``), or a call of one without arguments (``self.is_capturing()``);
+    ``""`` for anything else (never decided: code generation per test would cost the
+    first pass more than the rare decision it could bring)."""
+    if isinstance(expr, cst.Call) and not expr.args:
+        name = dotted_name(expr.func)
+        return f"{name}()" if name else ""
+    return dotted_name(expr) or ""
 
 
 def _reads_param(expr: cst.CSTNode, params: frozenset[str]) -> bool:

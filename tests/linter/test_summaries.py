@@ -338,16 +338,21 @@ def test_conditions_say_what_holds_on_each_edge() -> None:
 
     test = cst.parse_expression("self.ready and not (force or self.capturing)")
     condition = condition_of(3, test, {4: TRUE, 5: FALSE}, ("self", "force"))
+    # a compound operand is kept for its parameter, but no caller can decide it
     assert [(o.text, o.negated, o.param) for o in condition.operands] == [
         ("self.ready", False, False),
-        ("force or self.capturing", True, True),
+        ("", True, True),
     ]
-    assert condition.implied(TRUE) == (("self.ready", True), ("force or self.capturing", False))
+    assert condition.implied(TRUE) == (("self.ready", True),)
     assert condition.implied(FALSE) == ()  # one of them failed, which one is unknown
     assert condition.value({"self.ready": False}) is False
     assert condition.value({"self.ready": True}) is None
-    assert condition.state_only({"force or self.capturing": False})
     assert not condition.state_only({})
+    state = condition_of(3, cst.parse_expression("not self.is_capturing()"), {4: TRUE}, ())
+    assert [(o.text, o.negated, o.param) for o in state.operands] == [
+        ("self.is_capturing()", True, False)
+    ]
+    assert state.state_only({}) and state.value({"self.is_capturing()": True}) is False
     call = Event(CALL, "helper", "self.runner", literals=(("0", "True"), ("flag", "None")))
     carried = carry_facts(
         call, {"self.runner.capturing": True, "self.other": False}, ("self", "force", "flag"), True
