@@ -16,15 +16,18 @@ over the audit's files:
 * what the **invalidation drops**: every attribute the invalidation method (and the
   helpers of its own it calls) rebinds, stores into or calls a method of, on ``self``
   (``self._loc_cache.clear()``, ``self.loc_cache.reset()``) or on another object
-  (``self.attn_backend.swa_loc_cache = None``: a cache held by the backend), and every
-  function cache it clears (``self.translate_loc_from_full_to_swa.cache_clear()``). Each
-  such *slot* is a cache unless proven not to be one: a slot of a class the audit knows
-  is a cache when something stores into it inside a translate method, or from a
-  translation (an attribute cache, ``self.cached_loc =
-  self.translate_loc_from_full_to_swa(loc)``), other than as a refresh; a slot nothing
-  fills is no cache; a function cache, or a slot of an object whose class the audit does
-  not hold at all, cannot be ruled out. A class whose invalidation drops a cache *has*
-  one, whoever holds it: a mapping write it sees must be followed by its invalidation.
+  (``self.attn_backend.swa_loc_cache = None``, ``self.attn_backend.reset_swa_cache()``: a
+  cache held by the backend, followed into the backend's method where the audit holds
+  it), and every function cache it clears
+  (``self.translate_loc_from_full_to_swa.cache_clear()``). Each such *slot* is a cache
+  unless proven not to be one: a slot of a class the audit knows is a cache when
+  something stores into it inside a translate method, or from a translation (an
+  attribute cache, ``self.cached_loc = self.translate_loc_from_full_to_swa(loc)``),
+  other than as a refresh; a slot nothing fills is no cache; a function cache, a method
+  of an object of unknown class called on the slot (``self._loc_cache.clear()``), or a
+  slot of an object whose class the audit does not hold at all, cannot be ruled out. A
+  class whose invalidation drops a cache *has* one, whoever holds it: a mapping write it
+  sees must be followed by its invalidation.
 
 An entry must be able to outlive the call that made it until an invalidation. A fill
 that runs on a condition of the caller's schedule as well as on the cache's own state
@@ -100,7 +103,8 @@ def _key(info: ClassInfo) -> ClassKey:
 class Slot:
     """What an invalidation drops: attribute ``attr`` of an object of class ``holder``
     (``None``: a class the audit does not know), or the cache of ``function``; ``opaque``
-    names a function cache the audit cannot resolve."""
+    names what the audit cannot see into (a function cache it cannot resolve, a method of
+    an object of unknown class called on the attribute): it cannot be ruled out."""
 
     holder: ClassKey | None
     attr: str = ""
@@ -206,8 +210,8 @@ class CacheModel:
                     continue  # another object's invalidation: that object's cache
                 if event.name == "cache_clear":
                     function = self.function_of(receiver, owner, types, target.path)
-                    slot = Slot(None, function=function, opaque="" if function else receiver or "?")
-                    out.setdefault(slot, set())
+                    opaque = "" if function else f"{receiver}.cache_clear"
+                    out.setdefault(Slot(None, function=function, opaque=opaque), set())
                 elif receiver in (None, "self", "super()"):
                     callee = resolver.resolve_call(event, owner, types, target.path)
                     if callee is not None:
@@ -221,7 +225,15 @@ class CacheModel:
                     else:
                         holder = resolver.receiver_class(prefix, owner, types, target.path)
                         key = _key(holder) if holder is not None else None
-                    out.setdefault(Slot(key, attr), set()).add(event.name)
+                    # A method of an object of a class the audit holds drops what it
+                    # drops there; one the audit cannot see cannot be ruled out.
+                    held = resolver.receiver_class(receiver, owner, types, target.path)
+                    callee = resolver.find_method(held, event.name) if held else None
+                    if callee is not None and held is not None:
+                        self._collect_drops(held, callee, out, seen)
+                        out.setdefault(Slot(key, attr), set()).add(event.name)
+                    else:
+                        out.setdefault(Slot(key, attr, opaque=event.name), set()).add(event.name)
 
     def function_of(
         self, receiver: str | None, owner: ClassInfo | None, types: dict[str, str], path: str

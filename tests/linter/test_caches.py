@@ -412,3 +412,49 @@ def test_stores_and_drops_of_a_cache_slot_are_cache_effects() -> None:
     lru = _class(resolver, "LruPool")
     cleared = Event(CALL, "cache_clear", "self.translate_loc_from_full_to_swa")
     assert model.slot_effect(cleared, lru, {}, "lru.py") == INV
+
+
+def test_a_cache_dropped_through_a_method_of_the_object_that_holds_it() -> None:
+    source = """
+        class Backend:
+            def init_forward_metadata(self, forward_batch):
+                if self.swa_loc is None:
+                    self.swa_loc = self.pool.translate_loc_from_full_to_swa(forward_batch.loc)
+
+            def reset_swa(self):
+                self.swa_loc = None
+
+            def reset_stats(self):
+                self.calls = 0
+
+        class Pool:
+            def __init__(self, backend: Backend):
+                self.backend = backend
+
+            def invalidate_loc_cache(self):
+                self.backend.reset_swa()
+
+        class StatsPool:
+            def __init__(self, backend: Backend):
+                self.backend = backend
+
+            def invalidate_loc_cache(self):
+                self.backend.reset_stats()
+
+        class UnknownPool:
+            def invalidate_loc_cache(self):
+                self.helper.reset()
+    """
+    model, resolver = _model({"pool.py": source})
+    # followed into the backend's method: it drops a cache filled from a translation
+    assert model.caches(_class(resolver, "Pool"))
+    # ... or a counter nothing fills from a translation: no cache
+    assert not model.caches(_class(resolver, "StatsPool"))
+    # a method of an object of unknown class cannot be ruled out
+    assert model.caches(_class(resolver, "UnknownPool"))
+    # the same call elsewhere is an invalidation
+    from swacheck.analysis.dataflow import INV
+    from swacheck.analysis.writes import CALL, Event
+
+    event = Event(CALL, "reset", "self.helper")
+    assert model.slot_effect(event, _class(resolver, "UnknownPool"), {}, "pool.py") == INV
