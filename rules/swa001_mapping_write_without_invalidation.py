@@ -59,25 +59,37 @@ class MappingWriteWithoutInvalidation(OrderRule):
     The constructor's writes before any fill are exempt (nothing can have cached yet),
     and so are writes to the mapping of an object the function has itself just built
     (`self.pool = SWAKVPool(...)` on every path before the write, no fill since: start-up
-    wiring), and paths that end in `raise`. Resetting to `None` an attribute that the
-    owner's invalidation method resets (`self.cached_loc = None`) counts as an
-    invalidation. A private helper that leaves its write to its callers is reported
-    once, at the outermost caller that does not cover it. Branches under a mode guard
-    (`if self.is_hybrid_swa:`) are taken as the hybrid-SWA configuration runs them.
-    Only writes a translation cache can see count (DESIGN.md's scope rules). A cache
-    is a memoising translate method (it keeps its result on `self` between calls), or
-    an attribute filled from a translation that the invalidation method resets
-    (`self.cached_loc = self.translate_loc_from_full_to_swa(loc)` under
-    `if self.cached_loc is None:`); an attribute refilled on the caller's schedule
-    as well (`if layer_id == self.start_layer or self.cached_loc is None:`, once per
-    forward) is not one. A write into the table counts where an object that may hold
-    the same tensor caches: the object written (or a subclass of its type), an object
-    it handed the table to (`self._kvcache.register_mapping(self.full_to_swa_index_mapping)`),
-    or one that handed the table to it; rebinding the attribute counts only where the
-    object itself caches; a write through an object of unknown class counts where the
-    audit holds any cache. A fill is a translation that can be served from a cache, or
-    a store into a cache attribute. The rule is inactive where no audited file defines
-    an invalidation method or holds a translation cache.
+    wiring), and paths that end in `raise`. A private helper that leaves its write to
+    its callers is reported once, at the outermost caller that does not cover it.
+    Branches under a mode guard (`if self.is_hybrid_swa:`) are taken as the hybrid-SWA
+    configuration runs them.
+    Only writes a translation cache can see count (DESIGN.md's scope rules): the rule
+    applies where a cache exists or cannot be ruled out. A cache is a memoising
+    translate method, in any shape: it keeps its result on `self` between calls
+    (`self._cached_swa_loc = ...`, a single-entry tuple `self._last = (key, out)`, a
+    dict `self._loc_cache[key] = out`), in a helper object it holds
+    (`self.loc_cache.put(key, out)`), or under a `functools` cache (`@lru_cache` on the
+    translate or on a function it calls); or whatever the invalidation method drops
+    (`self._loc_cache.clear()`, `self.loc_cache.reset()`,
+    `self._gather.cache_clear()`, `self.attn_backend.swa_loc_cache = None`: a cache held
+    by another object) unless that is proven to be no cache: an attribute nothing
+    stores into, or one refilled on the caller's schedule as well as on its own state
+    (`if layer_id == self.start_layer or self.cached_loc is None:`, once per forward).
+    A class whose invalidation drops a cache has one, wherever it is held. A write into
+    the table counts where an object that may hold the same tensor caches: the object
+    written (or a subclass of its type), an object it handed the table to
+    (`self._kvcache.register_mapping(self.full_to_swa_index_mapping)`), or one that
+    handed the table to it; rebinding the attribute counts only where the object itself
+    caches; a write through an object of unknown class counts where the audit holds any
+    cache. A fill is a translation that can be served from a cache, or a store into
+    what the invalidation drops; dropping it again inline (`self._loc_cache.clear()`,
+    `self.cached_loc = None`) is an invalidation. A helper that invalidates only on a
+    condition counts on the paths where it does: a condition on its object's state that
+    the caller's path leaves open (`if not self.capturing:`) is taken as the helper's
+    judgement, one the caller's path decides (a test of it, `x.capturing = True`, a
+    literal argument) as decided, one on a parameter the caller leaves open as a branch.
+    The rule is inactive where no audited file defines an invalidation method or holds
+    a translation cache.
 
     ## Why is this bad?
     The pool memoises the last translation (I1). A mapping write that is not followed
@@ -410,6 +422,89 @@ class Pool:
     def free_swa(self, free_index):
         self.full_to_swa_index_mapping[free_index] = 0
 """
+        ),
+        # a dict memo: the write is followed by the inline drop of the dict
+        Valid(
+            """
+class SWAKVPool:
+    def invalidate_loc_cache(self):
+        self._loc_cache.clear()
+
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        key = (kv_indices.data_ptr(), kv_indices.numel())
+        if key not in self._loc_cache:
+            self._loc_cache[key] = self.full_to_swa_index_mapping[kv_indices]
+        return self._loc_cache[key]
+
+    def free_swa(self, free_index):
+        self.full_to_swa_index_mapping[free_index] = 0
+        self._loc_cache.clear()
+"""
+        ),
+        # a helper object keeps the translations; resetting it is the invalidation
+        Valid(
+            """
+class LocCache:
+    def __init__(self):
+        self.entries = {}
+
+    def put(self, key, value):
+        self.entries[key] = value
+
+    def get(self, key):
+        return self.entries.get(key)
+
+class SWAKVPool:
+    def __init__(self):
+        self.loc_cache = LocCache()
+
+    def invalidate_loc_cache(self):
+        self.loc_cache = LocCache()
+
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        out = self.loc_cache.get(kv_indices.data_ptr())
+        if out is None:
+            out = self.full_to_swa_index_mapping[kv_indices]
+            self.loc_cache.put(kv_indices.data_ptr(), out)
+        return out
+
+    def clear(self):
+        self.full_to_swa_index_mapping[:-1].fill_(0)
+        self.invalidate_loc_cache()
+"""
+        ),
+        # what the invalidation drops is proven no cache: nothing stores into it
+        Valid(
+            """
+class SWAKVPool:
+    def invalidate_loc_cache(self):
+        self.swa_loc_hint = None
+
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        return self.full_to_swa_index_mapping[kv_indices]
+
+    def free_swa(self, free_index):
+        self.full_to_swa_index_mapping[free_index] = 0
+"""
+        ),
+        # the helper invalidates unless the pool is detached: a condition on its own
+        # state, which the writing method leaves open
+        Valid(
+            """
+class Allocator:
+    def invalidate_loc_cache(self):
+        self._cached_loc_key = None
+
+    def _flush_translations(self):
+        if self._kvcache is not None:
+            self._kvcache.invalidate_loc_cache()
+        self.invalidate_loc_cache()
+
+    def free_swa(self, free_index):
+        self.full_to_swa_index_mapping[free_index] = 0
+        self._flush_translations()
+"""
+            + _MEMO
         ),
         # Triton launches do not count when configured so
         Valid(
@@ -779,6 +874,120 @@ class Runner:
 """,
             line=6,
             files={"pool.py": _POOL},
+        ),
+        # a dict memo: the write leaves the dict's entries in place
+        Invalid(
+            """
+class SWAKVPool:
+    def register_mapping(self, table):
+        self.full_to_swa_index_mapping = table
+        self._loc_cache.clear()
+
+    def invalidate_loc_cache(self):
+        self._loc_cache.clear()
+
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        key = (kv_indices.data_ptr(), kv_indices.numel())
+        if key not in self._loc_cache:
+            self._loc_cache[key] = self.full_to_swa_index_mapping[kv_indices]
+        return self._loc_cache[key]
+
+class Allocator:
+    def __init__(self, kvcache: SWAKVPool):
+        self._kvcache = kvcache
+        kvcache.register_mapping(self.full_to_swa_index_mapping)
+
+    def free_swa(self, free_index):
+        self.full_to_swa_index_mapping[free_index] = 0
+""",
+            line=22,
+        ),
+        # a functools cache on the gather the translate calls
+        Invalid(
+            """
+import functools
+
+class SWAKVPool:
+    def invalidate_loc_cache(self):
+        self._gather.cache_clear()
+
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        return self._gather(kv_indices)
+
+    @functools.lru_cache(maxsize=8)
+    def _gather(self, kv_indices):
+        return self.full_to_swa_index_mapping[kv_indices]
+
+    def set_full_to_swa_mapping(self, full, swa):
+        self.full_to_swa_index_mapping[full] = swa
+""",
+            line=16,
+        ),
+        # a single-entry tuple kept by a helper of the translate
+        Invalid(
+            """
+class SWAKVPool:
+    def invalidate_loc_cache(self):
+        self._last = None
+
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        if self._last is not None and self._last[0] is kv_indices:
+            return self._last[1]
+        return self._remember(kv_indices)
+
+    def _remember(self, kv_indices):
+        out = self.full_to_swa_index_mapping[kv_indices]
+        self._last = (kv_indices, out)
+        return out
+
+    def alloc(self, full, swa):
+        self.full_to_swa_index_mapping[full] = swa
+        return full
+""",
+            line=17,
+        ),
+        # the cache is the attention backend's; the pool's invalidation drops it
+        Invalid(
+            """
+class Backend:
+    def init_forward_metadata(self, forward_batch):
+        if self.swa_out_loc is None:
+            self.swa_out_loc = self.pool.translate_loc_from_full_to_swa(
+                forward_batch.out_cache_loc
+            )
+
+class SWAKVPool:
+    def __init__(self, backend: Backend):
+        self.backend = backend
+
+    def invalidate_loc_cache(self):
+        self.backend.swa_out_loc = None
+
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        return self.full_to_swa_index_mapping[kv_indices]
+
+    def free_swa(self, free_index):
+        self.full_to_swa_index_mapping[free_index] = 0
+""",
+            line=20,
+        ),
+        # the helper invalidates only when its caller asks, and this caller does not
+        Invalid(
+            """
+class Allocator:
+    def invalidate_loc_cache(self):
+        self._cached_loc_key = None
+
+    def _flush(self, everything):
+        if everything:
+            self.invalidate_loc_cache()
+
+    def free_swa(self, free_index, everything):
+        self.full_to_swa_index_mapping[free_index] = 0
+        self._flush(everything)
+"""
+            + _MEMO,
+            line=11,
         ),
         # custom names from [tool.swacheck]
         Invalid(

@@ -20,7 +20,7 @@ from swacheck.analysis.writes import CALL, Event
 from swacheck.config import Config
 from swacheck.finding import Applicability, Fix
 from swacheck.fix_safety import unsafe_fix
-from swacheck.order_rule import MEMOISING_POOL, OrderRule
+from swacheck.order_rule import BACKEND_POOL, DICT_POOL, LRU_POOL, MEMOISING_POOL, OrderRule
 from swacheck.rule import Invalid, Valid
 from swacheck.triggers import exact, word
 
@@ -68,12 +68,16 @@ class CaptureWithoutInvalidation(OrderRule):
     or, where it gives none, the class of the audit named like the attribute
     (`self.model_runner`: `ModelRunner`).
 
-    The rule applies where the audit holds a translation cache (DESIGN.md's scope
-    rules; see SWA001 for what counts as one: a memoising translate method, or an
-    attribute filled from a translation that the invalidation resets and that is not
-    refilled on the caller's schedule) and defines an invalidation method. A capture
-    runs the model, which may fill any such cache, so there every SWA capture run
-    needs the invalidation.
+    A helper that invalidates on a condition counts per path (see SWA005): the runner's
+    `maybe_invalidate_swa_loc_cache()` that skips while `self.capturing` counts in a
+    capture body that leaves `capturing` open, and not in one that sets it first.
+
+    The rule applies where the audit holds a translation cache or one cannot be ruled
+    out (DESIGN.md's scope rules; see SWA001 for the shapes: a memoising translate, a
+    dict, a helper object, a `functools` cache, a cache of another object that the
+    invalidation drops; an attribute refilled on the caller's schedule is none) and
+    defines an invalidation method. A capture runs the model, which may fill any such
+    cache, so there every SWA capture run needs the invalidation.
 
     ## Why is this bad?
     A warm-up run that fills the translation cache makes the capture run hit the
@@ -229,6 +233,33 @@ class Runner:
             self.model.forward(batch)
 """,
             files=_POOL_FILE,
+        ),
+        # the runner's helper skips the invalidation while capturing; the capture body
+        # leaves that open, so the helper's judgement stands (a cache held by the backend)
+        Valid(
+            """
+import torch
+
+class ModelRunner:
+    def maybe_invalidate_swa_loc_cache(self):
+        if not self.capturing:
+            self.token_to_kv_pool.invalidate_loc_cache()
+
+class CudaGraphRunner:
+    def __init__(self, model_runner: ModelRunner):
+        self.model_runner = model_runner
+
+    def capture_one_batch_size(self, bs, forward):
+        def run_once():
+            self.model_runner.maybe_invalidate_swa_loc_cache()
+            return forward(self.input_ids[:bs])
+
+        for _ in range(2):
+            run_once()
+        with torch.cuda.graph(self.graph):
+            run_once()
+""",
+            files={"pool.py": BACKEND_POOL},
         ),
     ]
     INVALID = [
@@ -452,6 +483,51 @@ class ModelRunner:
             self.token_to_kv_pool.invalidate_loc_cache()
 """,
             },
+        ),
+        # the capture body marks the runner as capturing and then calls the helper that
+        # skips the invalidation while capturing: on this path it invalidates nothing
+        Invalid(
+            """
+import torch
+
+class ModelRunner:
+    def maybe_invalidate_swa_loc_cache(self):
+        if not self.capturing:
+            self.token_to_kv_pool.invalidate_loc_cache()
+
+class CudaGraphRunner:
+    def __init__(self, model_runner: ModelRunner):
+        self.model_runner = model_runner
+
+    def capture_one_batch_size(self, bs, forward):
+        def run_once():
+            self.model_runner.capturing = True
+            self.model_runner.maybe_invalidate_swa_loc_cache()
+            return forward(self.input_ids[:bs])
+
+        for _ in range(2):
+            run_once()
+        with torch.cuda.graph(self.graph):
+            run_once()
+""",
+            line=17,
+            files={"pool.py": DICT_POOL},
+        ),
+        # a warm-up loop with a functools-cached translate in the pool
+        Invalid(
+            """
+import torch
+
+class Runner:
+    def capture(self, batch):
+        for _ in range(2):
+            self.model.forward(batch)
+        self.token_to_kv_pool.invalidate_loc_cache()
+        with torch.cuda.graph(self.graph):
+            self.model.forward(batch)
+""",
+            line=7,
+            files={"pool.py": LRU_POOL},
         ),
         # custom names from [tool.swacheck]
         Invalid(

@@ -9,7 +9,14 @@ from swacheck.analysis.order import FunctionFlow, function_flow
 from swacheck.analysis.scope import config_terms
 from swacheck.analysis.writes import CALL, Event
 from swacheck.config import Config
-from swacheck.order_rule import MEMOISING_POOL, OrderRule
+from swacheck.order_rule import (
+    BACKEND_POOL,
+    DICT_POOL,
+    HELPER_POOL,
+    LRU_POOL,
+    MEMOISING_POOL,
+    OrderRule,
+)
 from swacheck.rule import Invalid, Valid
 
 _POOL = MEMOISING_POOL
@@ -43,9 +50,19 @@ class DispatchBeforeInvalidation(OrderRule):
     (`replay_prepare` starting with the invalidation) counts from after its
     invalidation. A mode guard (`if self.is_hybrid_swa:`) is taken as true.
 
-    The rule applies where the audit holds a translation cache (DESIGN.md's scope
-    rules; see SWA001 for what counts as one) and defines an invalidation method: a
-    dispatch runs the model, which may be served from any such cache.
+    A helper that invalidates on a condition counts per path: a condition on its
+    object's state that the dispatcher's path leaves open (`if not self.capturing:` in
+    the runner's `maybe_invalidate_swa_loc_cache()`) is taken as the helper's judgement;
+    one the dispatcher's path decides (a test of it, an assignment of `True`/`False`, a
+    literal argument) as decided; one on what the dispatcher passes
+    (`if forward_batch.forward_mode.is_decode():`) as a branch, so a dispatch after it is
+    reached without an invalidation on the other branch.
+
+    The rule applies where the audit holds a translation cache or one cannot be ruled
+    out (DESIGN.md's scope rules; see SWA001 for the shapes: a memoising translate, a
+    dict, a helper object, a `functools` cache, a cache of another object that the
+    invalidation drops) and defines an invalidation method: a dispatch runs the model,
+    which may be served from any such cache.
 
     ## Why is this bad?
     Every forward path (eager, graph replay, piecewise, breakable) must start from an
@@ -180,6 +197,35 @@ class ModelRunner:
 """,
             files=_POOL_FILE,
         ),
+        # the #26152 fix through a helper that skips the invalidation while capturing:
+        # the dispatcher leaves `self.capturing` open, so the helper's judgement stands
+        Valid(
+            """
+class ModelRunner:
+    def maybe_invalidate_swa_loc_cache(self):
+        if not self.capturing:
+            self.token_to_kv_pool.invalidate_loc_cache()
+
+    def _forward_raw(self, forward_batch, can_run_graph):
+        self.maybe_invalidate_swa_loc_cache()
+        if can_run_graph:
+            return self.graph_runner.replay(forward_batch)
+        return self.forward_decode(forward_batch)
+""",
+            files={"pool.py": DICT_POOL},
+        ),
+        # a cache held by the backend, dropped by the pool's invalidation before both
+        Valid(
+            """
+class ModelRunner:
+    def forward(self, batch):
+        self.token_to_kv_pool.invalidate_loc_cache()
+        if self.graph_runner.can_run(batch):
+            return self.graph_runner.replay(batch)
+        return self.forward_extend(batch)
+""",
+            files={"pool.py": BACKEND_POOL},
+        ),
     ]
     INVALID = [
         # #26152: the replay branch returns before the invalidation
@@ -292,6 +338,42 @@ class BaseRunner:
         self.invalidate_loc_cache()
 """,
             },
+        ),
+        # #26152 through a helper that skips the invalidation while capturing: the
+        # replay returns before the helper is called at all
+        Invalid(
+            """
+class ModelRunner:
+    def maybe_invalidate_swa_loc_cache(self):
+        if not self.capturing:
+            self.token_to_kv_pool.invalidate_loc_cache()
+
+    def _forward_raw(self, forward_batch, can_run_graph):
+        if can_run_graph:
+            return self.graph_runner.replay(forward_batch)
+        self.maybe_invalidate_swa_loc_cache()
+        return self.forward_decode(forward_batch)
+""",
+            line=9,
+            files={"pool.py": HELPER_POOL},
+        ),
+        # the helper invalidates for decode batches only: a condition on what its caller
+        # passes, which the dispatcher leaves open
+        Invalid(
+            """
+class ModelRunner:
+    def reset_swa(self, forward_batch):
+        if forward_batch.forward_mode.is_decode():
+            self.token_to_kv_pool.invalidate_loc_cache()
+
+    def forward(self, forward_batch):
+        self.reset_swa(forward_batch)
+        if self.graph_runner.can_run(forward_batch):
+            return self.graph_runner.replay(forward_batch)
+        return self.forward_extend(forward_batch)
+""",
+            line=10,
+            files={"pool.py": LRU_POOL},
         ),
         # custom names from [tool.swacheck]
         Invalid(

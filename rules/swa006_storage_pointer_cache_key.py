@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from swacheck.analysis.names import call_name, target_name
+from swacheck.analysis.caches import is_cache_decorator
+from swacheck.analysis.names import call_name, dotted_name, target_name
 from swacheck.analysis.padding import is_location_name, single_assignments
 from swacheck.analysis.walk import walk
 from swacheck.config import Config
@@ -22,6 +23,9 @@ _STORAGE_METHODS = ("untyped_storage", "storage", "_typed_storage")
 # What carries a tensor's length into a key.
 _LENGTH_CALLS = {"numel", "nelement", "size", "len"}
 _LENGTH_ATTRIBUTES = {"shape"}
+# Methods of a cache object (a dict, a helper object) whose first argument is the key.
+_KEYED_METHODS = {"get", "put", "set", "setdefault", "pop", "lookup", "insert", "store"}
+_LOOKUPS = {"get", "pop", "lookup"}
 
 
 def _storage_pointer(call: cst.Call) -> cst.Call | None:
@@ -85,16 +89,23 @@ class StoragePointerCacheKey(Rule):
     - a key built from `x.untyped_storage().data_ptr()` or `x.storage().data_ptr()`;
     - a key built from `x.data_ptr()` that omits the tensor's length (`numel()`,
       `shape`, `size()` or `len()`);
-    - a key that is the tensor object itself: `kv_indices is self._cached_loc`, or a
-      bare tensor parameter compared with a cached key (this form only where the file
-      itself shows the translation context, not through a base class elsewhere).
+    - a key that is the tensor object itself: `kv_indices is self._cached_loc`, a bare
+      tensor parameter compared with a cached key, or a tensor parameter of a function
+      under a `functools` cache (`@functools.lru_cache` on the translate, or on a gather
+      it calls as a method of its class: the cache keys on the argument's hash, which
+      for a tensor is its identity) (these forms only where the file itself shows the
+      translation context, not through a base class elsewhere).
 
     A key is the value assigned to a name or attribute holding `key`, an operand
-    compared with a name or attribute holding `key` or `cached`, or the index of a
-    subscript of an attribute holding `cache`; a local it refers to is followed one
-    assignment back (`ptr = x.untyped_storage().data_ptr(); key = (ptr, n)`). Inside a
-    translate method every storage-pointer read is flagged. Storage pointers elsewhere
-    (weight sharing checks, allocator bookkeeping) are out of scope.
+    compared with a name or attribute holding `key` or `cached`, the index of a
+    subscript of an attribute holding `cache`, the first argument of a lookup or store
+    on such an object (`self._loc_cache.get(key)`, `self.loc_cache.put(key, out)`), or
+    an argument of a call of a `functools`-cached method of the class
+    (`self._gather(key)`); a local it refers to is followed one assignment back
+    (`ptr = x.untyped_storage().data_ptr(); key = (ptr, n)`). Inside a translate
+    method every storage-pointer read is flagged. Storage pointers elsewhere (weight
+    sharing checks, allocator bookkeeping) are out of scope, and so are keys built
+    inside a helper object's own class.
 
     ## Why is this bad?
     A cached translation must be returned only for the very tensor that produced it
@@ -174,6 +185,18 @@ class Pool:
         return self.full_to_swa_index_mapping[kv_indices]
 """
         ),
+        # A helper object keyed on the pointer and the length, spread over its arguments.
+        Valid(
+            """
+class SWAKVPool:
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        hit = self.loc_cache.get(kv_indices.data_ptr(), kv_indices.numel())
+        if hit is None:
+            hit = self.full_to_swa_index_mapping[kv_indices]
+            self.loc_cache.put(kv_indices.data_ptr(), kv_indices.numel(), hit)
+        return hit
+"""
+        ),
     ]
     INVALID = [
         Invalid(
@@ -245,6 +268,59 @@ class SWAKVPool:
             self._cached_swa_loc = self.full_to_swa_index_mapping[kv_indices]
             self._cached_loc = kv_indices
         return self._cached_swa_loc
+""",
+            line=4,
+        ),
+        # functools caches the translation on the tensor argument: keyed by identity.
+        Invalid(
+            """
+import functools
+
+class SWAKVPool:
+    @functools.lru_cache(maxsize=1)
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        return self.full_to_swa_index_mapping[kv_indices]
+""",
+            line=5,
+        ),
+        # A dict memo looked up by the storage pointer in a helper of the translate.
+        Invalid(
+            """
+class SWAKVPool:
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        return self._lookup(kv_indices)
+
+    def _lookup(self, loc):
+        key = (loc.untyped_storage().data_ptr(), loc.numel())
+        out = self._loc_cache.get(key)
+        if out is None:
+            out = self._loc_cache.setdefault(key, self.full_to_swa_index_mapping[loc])
+        return out
+""",
+            line=7,
+            fixed="""
+class SWAKVPool:
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        return self._lookup(kv_indices)
+
+    def _lookup(self, loc):
+        key = (loc.data_ptr(), loc.numel())
+        out = self._loc_cache.get(key)
+        if out is None:
+            out = self._loc_cache.setdefault(key, self.full_to_swa_index_mapping[loc])
+        return out
+""",
+        ),
+        # A helper object's entries stored under the pointer alone.
+        Invalid(
+            """
+class SWAKVPool:
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        out = self.loc_cache.get(kv_indices.data_ptr())
+        if out is None:
+            out = self.full_to_swa_index_mapping[kv_indices]
+            self.loc_cache.put(kv_indices.data_ptr(), out)
+        return out
 """,
             line=4,
         ),
@@ -355,11 +431,71 @@ def swa_slots(pool, loc, cache):
 
     def visit_Call(self, node: cst.Call) -> None:
         inner = _storage_pointer(node)
-        if inner is None:
+        if inner is not None:
+            func = self._function(node)
+            if func is not None and self._in_translate_method(func):
+                self._report_storage(node, inner)
             return
-        func = self._function(node)
-        if func is not None and self._in_translate_method(func):
-            self._report_storage(node, inner)
+        positional = [a.value for a in node.args if a.keyword is None and not a.star]
+        if not positional:
+            return
+        callee = node.func
+        if isinstance(callee, cst.Attribute) and callee.attr.value in _KEYED_METHODS:
+            holder = (
+                target_name(callee.value)
+                if isinstance(callee.value, cst.Name | cst.Attribute)
+                else None
+            )
+            if holder and "cache" in holder.lower():
+                # a store's last argument is the value; a lookup's are all key
+                stores = callee.attr.value not in _LOOKUPS and len(positional) > 1
+                key = positional[:-1] if stores else positional
+                self._check_key(key[0], identity=False, parts=key[1:])
+                return
+        if self._cached_callee(node):
+            self._check_key(positional[0], identity=False, parts=positional[1:])
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        """A tensor parameter of a ``functools``-cached translate, or of a cached method
+        of a class that translates, is keyed by identity."""
+        if not any(is_cache_decorator(name) for name in _decorator_names(node)):
+            return
+        if not self._local_context(node):
+            return
+        for param in _params(node):
+            name = param.name.value
+            if name in ("self", "cls"):
+                continue
+            kind = _param_kind(param)
+            if kind == "tensor" or (kind == "unknown" and self._is_location_reference(param.name)):
+                self._report_once(
+                    node.decorators[0],
+                    f"translation cached by `functools` on the tensor `{name}`: a tensor "
+                    "hashes by identity, so a fresh view of the same slots misses and a "
+                    "reused buffer with new contents hits; key on "
+                    "`(t.data_ptr(), t.numel())` (I2)",
+                )
+                return
+
+    def _cached_callee(self, call: cst.Call) -> bool:
+        """``call`` is ``self.<method>(...)`` of a ``functools``-cached method of the
+        enclosing class."""
+        func = call.func
+        if not (
+            isinstance(func, cst.Attribute)
+            and isinstance(func.value, cst.Name)
+            and func.value.value == "self"
+        ):
+            return False
+        cls = self.context.enclosing(call, cst.ClassDef)
+        if cls is None or not isinstance(cls.body, cst.IndentedBlock):
+            return False
+        return any(
+            isinstance(stmt, cst.FunctionDef)
+            and stmt.name.value == func.attr.value
+            and any(is_cache_decorator(name) for name in _decorator_names(stmt))
+            for stmt in cls.body.body
+        )
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if any(_is_keyish(t.target) for t in node.targets):
@@ -408,13 +544,15 @@ def swa_slots(pool, loc, cache):
         *,
         identity: bool,
         compared: cst.Comparison | None = None,
+        parts: Sequence[cst.BaseExpression] = (),
     ) -> None:
+        """Check ``key`` (with ``parts``: the other arguments a key is spread over)."""
         func = self._function(key)
         if func is None:
             return
         if isinstance(key, cst.Name) and key.value == "None":
             return
-        expanded = self._expand(key, func)
+        expanded = [n for part in (key, *parts) for n in self._expand(part, func)]
         calls = [c for node in expanded for c in _nodes(node).calls]
         for call in calls:
             inner = _storage_pointer(call)
@@ -486,6 +624,16 @@ def swa_slots(pool, loc, cache):
             return
         self._reported.add(key)
         self.report(node, message, fix=fix)
+
+
+def _decorator_names(func: cst.FunctionDef) -> list[str]:
+    names = []
+    for decorator in func.decorators:
+        expr = decorator.decorator
+        name = dotted_name(expr.func if isinstance(expr, cst.Call) else expr)
+        if name:
+            names.append(name)
+    return names
 
 
 def _params(func: cst.FunctionDef) -> Iterator[cst.Param]:

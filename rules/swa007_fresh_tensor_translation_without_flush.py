@@ -11,7 +11,14 @@ from swacheck.analysis.order import FunctionFlow, function_flow
 from swacheck.analysis.scope import config_terms
 from swacheck.analysis.writes import CALL
 from swacheck.config import Config
-from swacheck.order_rule import MEMOISING_POOL, OrderRule
+from swacheck.order_rule import (
+    BACKEND_POOL,
+    DICT_POOL,
+    HELPER_POOL,
+    LRU_POOL,
+    MEMOISING_POOL,
+    OrderRule,
+)
 from swacheck.rule import Invalid, Valid
 
 _POOL = MEMOISING_POOL
@@ -34,13 +41,15 @@ class FreshTensorTranslationWithoutFlush(OrderRule):
     origin (a parameter) is the cache's normal use and is not flagged.
 
     Only translations a cache can serve count (DESIGN.md's scope rules): the translate
-    method of the receiver's class (or of a subclass of it) memoises, keeping its result
-    on `self` between calls, or hands the call to an object whose translation does
+    method of the receiver's class (or of a subclass of it) memoises in any shape — it
+    keeps its result on `self` between calls (an attribute, a single-entry tuple, a dict
+    `self._loc_cache[key] = out`), in a helper object (`self.loc_cache.put(...)`), or
+    under a `functools` cache — or hands the call to an object whose translation does
     (`return self._kvcache.translate_loc_from_full_to_swa(loc)`); a receiver of unknown
     class counts where the audit has a memoising translate. A plain gather serves
-    nothing from a cache, and an attribute cache filled inside a pool's own methods is
-    not filled by a translation made elsewhere, so the rule is inactive where no
-    audited file has a memoising translate.
+    nothing from a cache, and an attribute cache filled elsewhere (a pool's own KV
+    writes, an attention backend's metadata) is not filled by a translation made here,
+    so the rule is inactive where no audited file has a memoising translate.
 
     ## Why is this bad?
     The pool memoises one translation keyed on the location tensor (I7). Translating
@@ -161,6 +170,17 @@ class PagedBackend:
         self.pool.invalidate_loc_cache()
 """,
             files={"pool.py": _POOL},
+        ),
+        # the only cache is the backend's, filled from the batch's own locations: a
+        # translation of a fresh tensor here is served from nothing
+        Valid(
+            """
+import torch
+
+def window_slots(token_to_kv_pool, n):
+    return token_to_kv_pool.translate_loc_from_full_to_swa(torch.arange(n))
+""",
+            files={"pool.py": BACKEND_POOL},
         ),
     ]
     INVALID = [
@@ -287,6 +307,37 @@ def window_pages(token_to_kv_pool, req_to_token, req_pool_indices):
 """,
             line=4,
             files={"pool.py": _POOL},
+        ),
+        # a dict memo: the window's translation stays in the dict for the next lookup
+        Invalid(
+            """
+def update_sliding_window_buffer(window_kv_indptr, bs, token_to_kv_pool, window_kv_indices):
+    create_kv_indices_triton[(bs,)](window_kv_indptr, window_kv_indices)
+    token_to_kv_pool.invalidate_loc_cache()
+    return token_to_kv_pool.translate_loc_from_full_to_swa(window_kv_indices)
+""",
+            line=5,
+            files={"pool.py": DICT_POOL},
+        ),
+        # a helper object and a functools cache: the gather's pages, not flushed before
+        Invalid(
+            """
+from pool import SWAKVPool
+from cached import CachedPool
+
+def swa_pages(pool: SWAKVPool, other: CachedPool, req_to_token, req_pool_indices):
+    pages = req_to_token[req_pool_indices]
+    swa = pool.translate_loc_from_full_to_swa(pages)
+    pool.invalidate_loc_cache()
+    again = other.translate_loc_from_full_to_swa(pages.flatten())
+    other.invalidate_loc_cache()
+    return swa, again
+""",
+            line=7,
+            files={
+                "pool.py": HELPER_POOL,
+                "cached.py": LRU_POOL.replace("SWAKVPool", "CachedPool"),
+            },
         ),
         # custom names from [tool.swacheck]
         Invalid(

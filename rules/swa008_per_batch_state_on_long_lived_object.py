@@ -8,6 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
+from swacheck.analysis.names import dotted_name
+from swacheck.analysis.padding import single_assignments
+from swacheck.analysis.skeletons import annotation_class, params_of
 from swacheck.analysis.walk import walk
 from swacheck.config import DEFAULT_SWA_LOC_PATTERN, Config
 from swacheck.rule import Invalid, Rule, Valid
@@ -20,6 +23,9 @@ if TYPE_CHECKING:
 # Every default ``swa-loc-pattern`` match has the word ``swa`` next to another word.
 _DEFAULT_TRIGGERS = frozenset({"swa_", "_swa"})
 _CONSTRUCTORS = {"__init__", "__post_init__", "__new__", "__setstate__"}
+# Words that name an object made per batch (or per request): state stored there travels
+# with the batch (``forward_batch``, ``metadata``, ``spec_info``, ``req``).
+_PER_BATCH_WORDS = frozenset({"batch", "metadata", "meta", "info", "req", "request", "reqs"})
 
 
 @dataclass(frozen=True)
@@ -115,6 +121,23 @@ def setter_of(func: cst.FunctionDef) -> tuple[str, cst.Assign | cst.AnnAssign] |
 
 def _per_batch(names: Names, attr: str) -> bool:
     return names.is_swa_loc(attr)
+
+
+def _names_a_batch(name: str) -> bool:
+    """``forward_batch``, ``forward_metadata``, ``spec_info``: an object made per batch."""
+    return any(word in _PER_BATCH_WORDS for word in name.lower().split("_"))
+
+
+def _root(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """The object an expression reads from: ``forward_batch`` for
+    ``forward_batch.out_cache_loc_swa[:n].to(device)``."""
+    while True:
+        if isinstance(expr, cst.Attribute | cst.Subscript):
+            expr = expr.value
+        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            expr = expr.func.value
+        else:
+            return expr
 
 
 class _FactsCollector(cst.CSTVisitor):
@@ -272,23 +295,34 @@ class PerBatchStateOnLongLivedObject(Rule):
     """
     ## What it does
     Flags per-batch SWA location state parked on a long-lived object: an attribute
-    whose name matches `swa-loc-pattern` (`swa_loc`, `out_cache_loc_swa`) that a setter
-    method assigns — a method whose only effect is `self.<attr> = <argument>`, like
-    `SWAKVPool.set_swa_loc(self, loc): self.swa_loc = loc` — and that other code reads
+    whose name matches `swa-loc-pattern` (`swa_loc`, `out_cache_loc_swa`) that is set
+    from a batch's value — by a setter method, whose only effect is
+    `self.<attr> = <argument>` (`SWAKVPool.set_swa_loc(self, loc): self.swa_loc = loc`),
+    or by a direct assignment outside a constructor whose value comes from a parameter
+    of the assigning function (`pool.swa_loc = forward_batch.out_cache_loc_swa`,
+    `self.token_to_kv_pool.swa_loc = out_cache_loc_swa[:n]` in the model runner,
+    `self.swa_loc = loc` among other statements) — and that other code reads
     (`if self.swa_loc is not None:` in `set_kv_buffer`, `pool.swa_loc`,
     `getattr(pool, "swa_loc", None)`), when nothing in the audited tree ever resets it:
     no `self.<attr> = None` or `del self.<attr>` outside a constructor, no
     `<obj>.<attr> = None`, no `<obj>.<setter>(None)` call.
+
+    An object is long-lived unless it is made per batch: a dataclass (`ForwardBatch`,
+    attention metadata), or, where its class is not known, an object named for a batch,
+    its metadata or a request (`forward_batch`, `metadata`, `self.forward_metadata`,
+    `spec_info`, `req`) or built in the assigning function. Storing the batch's value
+    on the batch is where it belongs.
 
     Reads count in the setter's class, its bases and its subclasses (`self.<attr>`),
     and on other objects (`pool.<attr>`) when no class outside that family owns an
     attribute of that name. Both the setter and a read must be in the audited tree;
     setters and readers in different files are matched through the project index.
 
-    The finding is reported at the setter's assignment, not at the reads: that is the
-    one place the state is written, where a reset (or moving the state onto the
-    batch) belongs, and a single `# noqa` there covers every reader. The reads are
-    listed in the finding's notes.
+    The finding is reported at the setter's (or the direct) assignment, not at the
+    reads: that is where the state is written, where a reset (or moving the state onto
+    the batch) belongs, and a single `# noqa` there covers every reader. The reads are
+    listed in the finding's notes. A read in the assigning function itself does not
+    count.
 
     ## Why is this bad?
     Per-batch state must travel with the batch (invariant I8). A setter called only
@@ -307,7 +341,7 @@ class PerBatchStateOnLongLivedObject(Rule):
 
     code = "SWA008"
     name = "per-batch-state-on-long-lived-object"
-    summary = "per-batch SWA location set on a long-lived object by a setter, never reset"
+    summary = "per-batch SWA location set on a long-lived object, never reset"
     config_keys = ("swa-loc-pattern",)
     invariant = "I8"
     origin = "SGLang PR #24138 review (and PR #25824, which removed set_swa_loc)"
@@ -385,17 +419,48 @@ class Scheduler:
         self.logger.info("step")
 """
         ),
-        # A setter that does more than store its argument is not a plain setter.
+        # Stored on the backend for one batch and reset when the batch is done.
         Valid(
             """
-class SWAKVPool:
-    def set_swa_loc(self, loc):
-        self.swa_loc = loc
-        self.version += 1
+class TorchNativeAttnBackend:
+    def init_forward_metadata(self, forward_batch):
+        self.swa_out_cache_loc = forward_batch.out_cache_loc_swa
 
-    def set_kv_buffer(self, layer, loc, k, v):
-        if self.swa_loc is not None:
-            loc = self.swa_loc
+    def forward_extend(self, q, k, v, layer, forward_batch):
+        return self.write(self.swa_out_cache_loc, k, v)
+
+    def on_forward_end(self):
+        self.swa_out_cache_loc = None
+"""
+        ),
+        # Stored on the batch's own metadata, built for this batch.
+        Valid(
+            """
+from dataclasses import dataclass
+
+@dataclass
+class SWAMetadata:
+    swa_page_indices: object = None
+
+class Backend:
+    def init_forward_metadata(self, forward_batch):
+        metadata = SWAMetadata()
+        metadata.swa_page_indices = forward_batch.swa_page_indices
+        self.forward_metadata = metadata
+
+    def forward_decode(self, q, layer, forward_batch):
+        return self.forward_metadata.swa_page_indices
+"""
+        ),
+        # A view of the runner's own static buffer is not a batch's value.
+        Valid(
+            """
+class GraphRunner:
+    def replay_prepare(self, forward_batch, bs):
+        self.swa_loc_view = self.swa_loc_buffer[:bs]
+
+    def replay(self, forward_batch):
+        return self.graphs[self.bs].replay(self.swa_loc_view)
 """
         ),
     ]
@@ -451,6 +516,54 @@ class BaseSWAPool:
                 )
             },
         ),
+        # Stored by direct assignment from the model runner: no setter, same bug.
+        Invalid(
+            """
+class ModelRunner:
+    def _forward_raw(self, forward_batch):
+        if forward_batch.out_cache_loc_swa is not None:
+            self.token_to_kv_pool.swa_loc = forward_batch.out_cache_loc_swa
+        return self.model.forward(forward_batch)
+""",
+            line=5,
+            files={
+                "pool.py": (
+                    "class SWAKVPool:\n"
+                    "    def set_kv_buffer(self, layer, loc, k, v):\n"
+                    "        if self.swa_loc is not None:\n"
+                    "            loc = self.swa_loc\n"
+                    "        self.write(loc, k, v)\n"
+                )
+            },
+        ),
+        # Through a local and a parameter, on a pool passed in.
+        Invalid(
+            """
+def prepare_swa(pool, forward_batch, num_tokens):
+    swa_slots = forward_batch.out_cache_loc_swa[:num_tokens]
+    pool.swa_slots = swa_slots
+
+def write_swa(pool, k, v):
+    pool.swa_kv.write(pool.swa_slots, k, v)
+""",
+            line=4,
+        ),
+        # A method that stores the batch's value among other work, on its own object.
+        Invalid(
+            """
+class SWAKVPool:
+    def begin_batch(self, forward_batch):
+        self.batch_size = forward_batch.batch_size
+        self.swa_loc = forward_batch.out_cache_loc_swa
+        self.version += 1
+
+    def set_kv_buffer(self, layer, loc, k, v):
+        if self.swa_loc is not None:
+            loc = self.swa_loc
+        self.write(loc, k, v)
+""",
+            line=5,
+        ),
         # Read through another object by a backend that owns no such attribute.
         Invalid(
             """
@@ -495,53 +608,185 @@ class Backend:
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         ctx = self.context
-        cls_node = ctx.parent(ctx.parent(node) or node)
-        if not isinstance(cls_node, cst.ClassDef):
-            return
         setter = setter_of(node)
         if setter is None:
             return
         attr, assignment = setter
+        info = self._class_of(node)
+        if _per_batch(ctx.names, attr) and info is not None:
+            self._check(assignment, attr, node, info, [info], setter=node.name.value)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if len(node.targets) == 1:
+            self._direct(node, node.targets[0].target)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self._direct(node, node.target)
+
+    def _class_of(self, func: cst.FunctionDef) -> ClassInfo | None:
+        """The class ``func`` is a method of (``None``: a function)."""
+        ctx = self.context
+        cls_node = ctx.parent(ctx.parent(func) or func)
+        if not isinstance(cls_node, cst.ClassDef):
+            return None
+        return ctx.project.resolve_class(cls_node.name.value, near=ctx.path)
+
+    # -- direct assignments -------------------------------------------------------------
+
+    def _direct(self, assignment: cst.Assign | cst.AnnAssign, target: cst.BaseExpression) -> None:
+        """``x.<attr> = <the batch's value>`` outside a constructor and a plain setter."""
+        ctx = self.context
+        if not isinstance(target, cst.Attribute) or _is_none(assignment.value):
+            return
+        attr = target.attr.value
         if not _per_batch(ctx.names, attr):
             return
-        info = ctx.project.resolve_class(cls_node.name.value, near=ctx.path)
-        if info is None:
+        func = ctx.enclosing(assignment, cst.FunctionDef)
+        if func is None or func.name.value in _CONSTRUCTORS or setter_of(func) is not None:
             return
+        if not self._from_the_batch(assignment, func):
+            return
+        info = self._class_of(func)
+        long_lived, holders = self._holder(target.value, func, info)
+        if long_lived:
+            self._check(assignment, attr, func, info, holders)
+
+    def _from_the_batch(
+        self, assignment: cst.Assign | cst.AnnAssign, func: cst.FunctionDef
+    ) -> bool:
+        """The value comes from a parameter of ``func`` (other than ``self``), directly or
+        through a local assigned once from one."""
+        params = {p.name.value for p in params_of(func)} - {"self", "cls"}
+        root = _root(assignment.value) if assignment.value is not None else None
+        if isinstance(root, cst.Name) and root.value not in params:
+            value = self._locals(func).get(root.value)
+            root = _root(value) if value is not None else None
+        return isinstance(root, cst.Name) and root.value in params
+
+    def _locals(self, func: cst.FunctionDef) -> dict[str, cst.BaseExpression]:
+        return self.context.memo(("swa008-locals", id(func)), lambda: single_assignments(func))
+
+    def _holder(
+        self, receiver: cst.BaseExpression, func: cst.FunctionDef, cls: ClassInfo | None
+    ) -> tuple[bool, list[ClassInfo] | None]:
+        """Whether ``receiver`` is a long-lived object, and its class when known."""
+        project = self.context.project
+        if isinstance(receiver, cst.Name) and receiver.value != "self":
+            param = next((p for p in params_of(func) if p.name.value == receiver.value), None)
+            if param is not None:
+                annotated = (
+                    annotation_class(param.annotation.annotation) if param.annotation else None
+                )
+                if annotated is None:
+                    return not _names_a_batch(receiver.value), None
+                return self._long_lived(
+                    project.resolve_class(annotated, near=self.context.path), annotated
+                )
+            value = self._locals(func).get(receiver.value)
+            if value is None or isinstance(value, cst.Call):
+                return False, None  # built here, or of unknown origin
+            receiver = value
+        name = dotted_name(receiver)
+        if name is None:
+            return False, None
+        parts = name.split(".")
+        if parts[0] != "self" or cls is None:
+            return not any(_names_a_batch(part) for part in parts), None
+        current: ClassInfo | None = cls
+        for attr in parts[1:]:
+            if current is None:
+                break
+            current = _attribute_class(project, current, attr)
+        if current is None:
+            return not any(_names_a_batch(part) for part in parts[1:]), None
+        return self._long_lived(current, current.name)
+
+    @staticmethod
+    def _long_lived(info: ClassInfo | None, name: str) -> tuple[bool, list[ClassInfo] | None]:
+        if info is None:
+            return not _names_a_batch(name), None
+        return not info.is_dataclass and not _names_a_batch(info.name), [info]
+
+    # -- the finding ---------------------------------------------------------------------
+
+    def _check(
+        self,
+        assignment: cst.CSTNode,
+        attr: str,
+        func: cst.FunctionDef,
+        cls: ClassInfo | None,
+        holders: list[ClassInfo] | None,
+        setter: str | None = None,
+    ) -> None:
+        """Report ``assignment`` when ``attr`` is read elsewhere and never reset.
+
+        ``holders``: the class of the object it is stored on (``None``: unknown, so any
+        class's reads and resets of ``attr`` count)."""
+        ctx = self.context
         facts = _project_facts(ctx.project)
-        family = facts.family(info)
+        here = (ctx.path, cls.name if cls else None, func.name.value)
+        span = ctx.start(func).row, ctx.end(func).row
+        if holders is None:
+            family = [c for c in facts.all_classes if facts.of(c).reads or facts.of(c).resets]
+        else:
+            family = [c for holder in holders for c in facts.family(holder)]
         family_keys = {(c.path, c.name) for c in family}
-        setters = {node.name.value}
+        setters = {setter} if setter else set()
         reads: list[str] = []
         reset = False
-        for cls in family:
-            cls_facts = facts.of(cls)
+        for info in family:
+            cls_facts = facts.of(info)
             setters |= {s.method for s in cls_facts.setters if s.attr == attr}
             reset = reset or attr in cls_facts.resets
             for read_attr, method, line in cls_facts.reads:
                 if (
                     read_attr == attr
                     and method not in _CONSTRUCTORS
-                    and not (
-                        method == node.name.value and cls.path == ctx.path and cls.name == info.name
-                    )
+                    and (info.path, info.name, method) != here
                 ):
-                    reads.append(f"{cls.path}:{line} in {cls.name}.{method}()")
+                    reads.append(f"{info.path}:{line} in {info.name}.{method}()")
         owners = [
             c
             for c in facts.all_classes
             if attr in c.owned_attributes and (c.path, c.name) not in family_keys
         ]
-        if not owners:
-            reads += [f"{path}:{line}" for path, line in facts.other_reads.get(attr, [])]
+        if holders is None or not owners:
+            reads += [
+                f"{path}:{line}"
+                for path, line in facts.other_reads.get(attr, [])
+                if not (path == ctx.path and span[0] <= line <= span[1])
+            ]
         reset = reset or attr in facts.other_resets or bool(setters & facts.none_calls)
         if reset or not reads:
             return
-        setter_name = node.name.value
-        self.report(
-            assignment,
-            f"`{info.name}.{attr}` is per-batch state set by `{setter_name}()` and read "
-            f"elsewhere ({reads[0]}{' and more' if len(reads) > 1 else ''}) but never reset "
-            f"to None: a batch that does not call `{setter_name}()` reads the previous "
-            "batch's value; pass it with the batch instead (I8)",
-            notes=tuple(f"read at {r}" for r in reads),
-        )
+        where = f"{reads[0]}{' and more' if len(reads) > 1 else ''}"
+        if setter is not None:
+            owner = cls.name if cls else "?"
+            message = (
+                f"`{owner}.{attr}` is per-batch state set by `{setter}()` and read "
+                f"elsewhere ({where}) but never reset to None: a batch that does not call "
+                f"`{setter}()` reads the previous batch's value; pass it with the batch "
+                "instead (I8)"
+            )
+        else:
+            target = ctx.module.code_for_node(
+                assignment.targets[0].target
+                if isinstance(assignment, cst.Assign)
+                else assignment.target  # type: ignore[attr-defined]
+            )
+            message = (
+                f"`{target}` stores per-batch state on a long-lived object in "
+                f"`{func.name.value}()`, read elsewhere ({where}) but never reset to None: "
+                f"a batch that does not pass through `{func.name.value}()` reads the previous "
+                "batch's value; pass it with the batch instead (I8)"
+            )
+        self.report(assignment, message, notes=tuple(f"read at {r}" for r in reads))
+
+
+def _attribute_class(project: ProjectIndex, info: ClassInfo, attr: str) -> ClassInfo | None:
+    for cls in project.mro(info):
+        type_name = cls.attribute_types.get(attr)
+        if type_name:
+            return project.resolve_class(type_name, near=cls.path)
+    return None

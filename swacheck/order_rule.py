@@ -36,15 +36,70 @@ class SWAKVPool:
     + MEMOISING_TRANSLATE
 )
 
+# The same cache in the other shapes DESIGN.md names, for the examples: a dict, a helper
+# object, a functools cache, and a cache held by another object (the attention backend)
+# that the pool's invalidation drops.
+DICT_POOL = """
+class SWAKVPool:
+    def invalidate_loc_cache(self):
+        self._loc_cache.clear()
+
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        key = (kv_indices.data_ptr(), kv_indices.numel())
+        if key not in self._loc_cache:
+            self._loc_cache[key] = self.full_to_swa_index_mapping[kv_indices]
+        return self._loc_cache[key]
+"""
+HELPER_POOL = """
+class SWAKVPool:
+    def invalidate_loc_cache(self):
+        self.loc_cache.reset()
+
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        hit = self.loc_cache.get(kv_indices.data_ptr(), kv_indices.numel())
+        if hit is None:
+            hit = self.full_to_swa_index_mapping[kv_indices]
+            self.loc_cache.put(kv_indices.data_ptr(), kv_indices.numel(), hit)
+        return hit
+"""
+LRU_POOL = """
+import functools
+
+class SWAKVPool:
+    def invalidate_loc_cache(self):
+        self.translate_loc_from_full_to_swa.cache_clear()
+
+    @functools.lru_cache(maxsize=4)
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        return self.full_to_swa_index_mapping[kv_indices]
+"""
+BACKEND_POOL = """
+class TritonAttnBackend:
+    def init_forward_metadata(self, forward_batch):
+        if self.swa_loc is None:
+            self.swa_loc = self.pool.translate_loc_from_full_to_swa(forward_batch.out_cache_loc)
+
+class SWAKVPool:
+    def __init__(self, backend: TritonAttnBackend):
+        self.attn_backend = backend
+
+    def invalidate_loc_cache(self):
+        self.attn_backend.swa_loc = None
+
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        return self.full_to_swa_index_mapping[kv_indices]
+"""
+
 
 class OrderRule(Rule):
     """Base of the order rules (SWA001, SWA004, SWA005, SWA007): their shared scope.
 
     They read method summaries and share one per-file :class:`ScopeFacts`. They apply
-    only where a translation cache exists (:mod:`swacheck.analysis.caches`) and the
-    audit defines an invalidation method: the second is decided on raw bytes before
-    parsing (``activation``), both on the parsed facts (``inactive_reason``). Their
-    trigger set is the configured names (``config_terms``); a rule may add to it.
+    only where a translation cache exists or cannot be ruled out
+    (:mod:`swacheck.analysis.caches`) and the audit defines an invalidation method: the
+    second is decided on raw bytes before parsing (``activation``), both on the parsed
+    facts (``inactive_reason``). Their trigger set is the configured names
+    (``config_terms``); a rule may add to it.
     """
 
     @classmethod
@@ -81,8 +136,8 @@ class OrderRule(Rule):
     def missing_cache(cls, config: Config) -> str:
         translate = ", ".join(config.translate_methods)
         return (
-            f"no translation cache in the audited files (a memoising {translate}, "
-            "or an attribute filled from one that the invalidation resets)"
+            f"no translation cache in the audited files: no memoising {translate}, and "
+            "nothing the invalidation drops can hold a translation"
         )
 
     @classmethod

@@ -19,6 +19,14 @@ graph by round-robin iteration:
   invalidation/fill event was an invalidation ("clean");
 * forward *may*: some fill can have run before this point.
 
+A callee is summarised under what its caller's path decides about its tests
+(:mod:`swacheck.analysis.conditions`): :func:`decide` drops the edges those facts rule
+out and, for a test they leave open that reads only the object's (or the module's) state
+(``if not self.capturing:``), keeps the edges that invalidate, as a mode guard's branch
+is kept: the helper is taken to know when its object needs the invalidation, unless the
+caller's path says otherwise. A test on a parameter the caller left open stays a branch:
+the helper invalidates there only when its caller asks.
+
 Graphs come from a first-pass skeleton (method summaries) or from a function of the
 checked file (:class:`swacheck.analysis.order.FunctionFlow`).
 """
@@ -26,7 +34,7 @@ checked file (:class:`swacheck.analysis.order.FunctionFlow`).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -35,6 +43,7 @@ from swacheck.analysis.modes import guard_key, swa_guard_polarity
 from swacheck.analysis.writes import NEW, WRITE, Event
 
 if TYPE_CHECKING:
+    from swacheck.analysis.conditions import Condition
     from swacheck.analysis.names import Names
     from swacheck.analysis.skeletons import FunctionSkeleton
 
@@ -97,6 +106,9 @@ class Graph:
         cls._prune(succs, guards, names)
         return cls(succs, [list(n.exc_succs) for n in cfg.nodes], effects)
 
+    def with_succs(self, succs: list[list[int]]) -> Graph:
+        return Graph(succs, self.exc, self.effects, self.entry, self.exit, self.raise_exit)
+
     def reachable(self) -> set[int]:
         seen = {self.entry}
         stack = [self.entry]
@@ -149,6 +161,41 @@ def constructed_before(
     return transfer(events[node][:index], state[node])
 
 
+def decide(
+    graph: Graph,
+    conditions: Sequence[Condition],
+    facts: Sequence[Mapping[str, bool] | None],
+    angelic: bool,
+) -> Graph:
+    """``graph`` with the edges of the tests that ``facts`` (per node) decide dropped; with
+    ``angelic``, at each test they leave open that reads only state, only the edges that
+    lead to an invalidation on every path are kept (when some do)."""
+    succs = [list(s) for s in graph.succs]
+    open_state: list[int] = []
+    for condition in conditions:
+        known = facts[condition.node] if condition.node < len(facts) else None
+        if known is None:
+            continue
+        value = condition.value(known)
+        if value is not None:
+            keep = TRUE if value else FALSE
+            labels = dict(condition.labels)
+            kept = [s for s in succs[condition.node] if labels.get(s, keep) == keep]
+            if kept:
+                succs[condition.node] = kept
+        elif angelic and condition.state_only(known):
+            open_state.append(condition.node)
+    decided = graph.with_succs(succs)
+    if not open_state:
+        return decided
+    covered = Dataflow(decided)._backward(False, angelic=frozenset(open_state))
+    for node in open_state:
+        kept = [s for s in succs[node] if covered[s]]
+        if kept:
+            succs[node] = kept
+    return decided.with_succs(succs)
+
+
 def _must_inv(effects: Sequence[Effect]) -> bool:
     return any(kind == INV and not cond for kind, cond in effects)
 
@@ -173,7 +220,9 @@ class Dataflow:
 
     # -- backward must: an invalidation on every path to exit ----------------------------
 
-    def _backward(self, stop_at_fill: bool) -> list[bool]:
+    def _backward(self, stop_at_fill: bool, angelic: frozenset[int] = frozenset()) -> list[bool]:
+        """Per node: every normal path from it invalidates (some path, at ``angelic``
+        nodes)."""
         g = self.graph
         n = len(g.succs)
         # per node: True (invalidation first), False (fill first, strict), None (neither)
@@ -198,6 +247,8 @@ class Dataflow:
                     continue
                 if first[node] is not None:
                     value = bool(first[node])
+                elif node in angelic:
+                    value = any(covered_in[s] for s in g.succs[node])
                 else:
                     value = all(covered_in[s] for s in g.succs[node])
                 if value != covered_in[node]:
@@ -309,6 +360,9 @@ class Dataflow:
 
     def may_fill(self) -> bool:
         return any(any(k == FILL for k, _ in self.graph.effects[node]) for node in self.reach)
+
+    def may_invalidate(self) -> bool:
+        return any(any(k == INV for k, _ in self.graph.effects[node]) for node in self.reach)
 
     def leaves_clean(self) -> bool:
         if not self.exit_reachable():

@@ -19,12 +19,14 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from swacheck.analysis.cfg import FALSE, TRUE
-from swacheck.analysis.dataflow import FILL, INV, Dataflow, Graph, constructed_before
+from swacheck.analysis.conditions import Facts, path_facts
+from swacheck.analysis.dataflow import FILL, INV, Dataflow, Graph, constructed_before, decide
 from swacheck.analysis.resolve import Target
 from swacheck.analysis.skeletons import (
     CONSTRUCTORS,
     FunctionAnalysis,
     analyse_function,
+    conditions_of,
     function_key,
 )
 from swacheck.analysis.summaries import NO_EFFECT, Summary, resolver
@@ -79,29 +81,43 @@ class FunctionFlow:
             for node in self.cfg.nodes
             if isinstance(node.stmt, cst.FunctionDef)
         }
+        self.conditions = context.memo(
+            ("swacheck.order.conditions", id(function)), lambda: conditions_of(self.analysis)
+        )
+        cfg = self.cfg
+        edges = [[*n.succs, *n.exc_succs] for n in cfg.nodes]
+        self.facts = path_facts(edges, self.analysis.events, self.conditions, {}, cfg.entry)
         self.steps: list[list[Step]] = []
-        for events in self.analysis.events:
+        for node, events in enumerate(self.analysis.events):
             steps: list[Step] = []
             for event in events:
-                for kind, target in self._effects(event):
-                    steps.append(Step(kind, event, target, event.conditional))
+                for kind, target, conditional in self._effects(event, self.facts[node]):
+                    steps.append(Step(kind, event, target, conditional))
                 if extra is not None:
                     for kind in extra(event):
                         steps.append(Step(kind, event, None, event.conditional))
             self.steps.append(steps)
         effects = [[(s.kind, s.conditional) for s in steps] for steps in self.steps]
-        self.graph = Graph.from_cfg(self.cfg, effects, context.names)
+        # Paths the function's own tests rule out (a second test of what an earlier one
+        # decided) are dropped; every other branch is taken both ways.
+        self.graph = decide(
+            Graph.from_cfg(cfg, effects, context.names), self.conditions, self.facts, False
+        )
         self.data = Dataflow(self.graph, entry_clean=entry_clean)
 
-    def _effects(self, event: Event) -> tuple[tuple[str, Target | None], ...]:
+    def _effects(
+        self, event: Event, facts: Facts | None
+    ) -> tuple[tuple[str, Target | None, bool], ...]:
         if event.kind == "call" and event.receiver is None and event.name in self.closures:
             summary = closure_summary(self.context, self.closures[event.name])
-            out: list[tuple[str, Target | None]] = [(kind, None) for kind in summary.effects]
+            out: list[tuple[str, Target | None, bool]] = [
+                (kind, None, event.conditional or maybe) for kind, maybe in summary.effects
+            ]
             if summary.uncovered_write is not None:
-                out.insert(0, (WRITE, None))
+                out.insert(0, (WRITE, None, event.conditional))
             return tuple(out)
         effects = self.resolver.event_effects(
-            event, self.cls, self.analysis.local_types, self.context.path
+            event, self.cls, self.analysis.local_types, self.context.path, facts
         )
         if effects or event.kind != CALL:
             return effects
@@ -118,7 +134,7 @@ class FunctionFlow:
         if function is None:
             return effects
         summary = closure_summary(self.context, function)
-        return tuple((kind, target) for kind in summary.effects)
+        return tuple((kind, target, event.conditional or maybe) for kind, maybe in summary.effects)
 
     def initialises(self, node: int, step: Step) -> bool:
         """Whether ``step`` writes the mapping of an object built in this function
@@ -143,8 +159,11 @@ class FunctionFlow:
         ]
 
     def summary(self) -> Summary:
-        """This function's own summary (as a callee), from its CST flow."""
-        data = self.data
+        """This function's own summary (as a callee), from its CST flow: its tests that
+        read only state are taken the way that invalidates (see
+        :mod:`swacheck.analysis.dataflow`)."""
+        graph = decide(self.graph, self.conditions, self.facts, True)
+        data = Dataflow(graph)
         uncovered = None
         writes = False
         for node, position, step in self.positions_of(WRITE):
@@ -159,6 +178,7 @@ class FunctionFlow:
             leaves_clean=data.leaves_clean(),
             uncovered_write=uncovered,
             writes_mapping=writes,
+            may_invalidate=data.may_invalidate(),
         )
 
     @property

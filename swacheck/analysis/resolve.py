@@ -4,9 +4,8 @@
 summaries (:func:`swacheck.analysis.scope.relevant_text`), a class name to its class,
 a class to its bases (MRO) and subclasses, an attribute to the class of the object it
 holds, a call event to the function it runs (``self.helper()``, inherited methods,
-``super()``, attributes and locals whose class is known, module-level functions), and
-says which attributes a class's invalidation method resets. Method summaries and the
-cache model build on it.
+``super()``, attributes and locals whose class is known, module-level functions).
+Method summaries and the cache model build on it.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from swacheck.analysis.skeletons import FunctionSkeleton, function_key
-from swacheck.analysis.writes import WRITE, Event
+from swacheck.analysis.writes import Event
 
 if TYPE_CHECKING:
     from swacheck.analysis.index import ClassInfo, ProjectIndex
@@ -50,7 +49,6 @@ class CallResolver:
             for key in facts.functions:
                 if "." not in key:
                     self._functions.setdefault(key, []).append(path)
-        self._cache_attrs: dict[tuple[str, str], frozenset[str]] = {}
         self._mro: dict[tuple[str, str], list[ClassInfo]] = {}
         self._subclasses: dict[tuple[str, str], list[ClassInfo]] | None = None
 
@@ -115,30 +113,6 @@ class CallResolver:
 
     def defines(self, info: ClassInfo, name: str) -> bool:
         return self.find_method(info, name) is not None
-
-    def cache_attributes(self, info: ClassInfo) -> frozenset[str]:
-        """The attributes the class's invalidation method resets on ``self``.
-
-        Resetting one of them to ``None`` directly (``self._cached_loc_key = None``, DSV4's
-        ``self.cached_loc = None`` in ``register_mapping``) is an inline invalidation.
-        """
-        key = (info.path, info.name)
-        cached = self._cache_attrs.get(key)
-        if cached is not None:
-            return cached
-        attrs: set[str] = set()
-        for method in self.names.config.invalidate_methods:
-            target = self.find_method(info, method)
-            skeleton = self.skeleton(target) if target is not None else None
-            if skeleton is None:
-                continue
-            for events in skeleton.events:
-                for event in events:
-                    if event.kind == WRITE and event.rebinding and event.receiver == "self":
-                        attrs.add(event.name)
-        result = frozenset(attrs)
-        self._cache_attrs[key] = result
-        return result
 
     # -- skeletons -------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ import libcst as cst
 
 from swacheck.analysis.aliases import local_aliases
 from swacheck.analysis.cfg import CFG, cfg_for
+from swacheck.analysis.conditions import Condition, condition_of
 from swacheck.analysis.modes import guard_key
 from swacheck.analysis.names import dotted_name
 from swacheck.analysis.walk import children
@@ -52,6 +53,11 @@ class FunctionSkeleton:
     # operand reads of the condition under which the TRUE edge is taken, as an ``or``
     # of operands, and likewise for the FALSE edge).
     self_tests: tuple[SelfTest, ...] = ()
+    # Every test's operands (:mod:`swacheck.analysis.conditions`): what a caller's path
+    # may decide about them.
+    conditions: tuple[Condition, ...] = ()
+    # Its decorators' dotted names (``functools.lru_cache``), calls stripped.
+    decorators: tuple[str, ...] = ()
 
     @property
     def types(self) -> dict[str, str]:
@@ -251,6 +257,27 @@ def _analyse(function: cst.FunctionDef, positions: Any) -> FunctionAnalysis:
     return FunctionAnalysis(function, cfg, names, events, types)
 
 
+def decorator_names(function: cst.FunctionDef) -> tuple[str, ...]:
+    """Dotted names of ``function``'s decorators (``functools.lru_cache`` for
+    ``@functools.lru_cache(maxsize=1)``)."""
+    names = []
+    for decorator in function.decorators:
+        expr = decorator.decorator
+        name = dotted_name(expr.func if isinstance(expr, cst.Call) else expr)
+        if name:
+            names.append(name)
+    return tuple(names)
+
+
+def conditions_of(analysis: FunctionAnalysis) -> tuple[Condition, ...]:
+    """The :class:`Condition` of every test of the function."""
+    return tuple(
+        condition_of(node.id, node.test, node.labels, analysis.params)
+        for node in analysis.cfg.nodes
+        if node.test is not None and node.labels
+    )
+
+
 def skeleton_of(analysis: FunctionAnalysis, cls: str | None, line: int) -> FunctionSkeleton:
     cfg = analysis.cfg
     guards = []
@@ -275,6 +302,8 @@ def skeleton_of(analysis: FunctionAnalysis, cls: str | None, line: int) -> Funct
         events=tuple(tuple(e.bare() for e in events) for events in analysis.events),
         guards=tuple(guards),
         self_tests=tuple(self_tests),
+        conditions=conditions_of(analysis),
+        decorators=decorator_names(analysis.function),
     )
 
 

@@ -23,11 +23,12 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from swacheck.analysis.caches import CacheModel
-from swacheck.analysis.dataflow import FILL, INV, Dataflow, Graph, constructed_before
+from swacheck.analysis.conditions import Facts, carry_facts, path_facts
+from swacheck.analysis.dataflow import FILL, INV, Dataflow, Graph, constructed_before, decide
 from swacheck.analysis.resolve import CallResolver, Target
 from swacheck.analysis.scope import ORDER_RULES, ScopeFacts
 from swacheck.analysis.skeletons import CONSTRUCTORS, FunctionSkeleton
-from swacheck.analysis.writes import CALL, NONE, WRITE, Event
+from swacheck.analysis.writes import CALL, WRITE, Event
 
 if TYPE_CHECKING:
     from swacheck.analysis.index import ClassInfo, ProjectIndex
@@ -37,7 +38,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Summary:
-    """What calling a function does to the translation cache (config-aware)."""
+    """What calling a function does to the translation cache (config-aware), under what
+    its caller's path decides about its tests (see :mod:`swacheck.analysis.dataflow`)."""
 
     # Every normal path from entry to exit passes an invalidation.
     must_invalidate: bool = False
@@ -50,15 +52,18 @@ class Summary:
     uncovered_write: tuple[int, str] | None = None
     # The function writes the mapping at all.
     writes_mapping: bool = False
+    # Some path invalidates (on a condition its caller left open, when not every path).
+    may_invalidate: bool = False
 
     @property
-    def effects(self) -> tuple[str, ...]:
-        """The function's effect as a sequence of effect kinds at its call sites."""
+    def effects(self) -> tuple[tuple[str, bool], ...]:
+        """The function's effect at its call sites: (kind, conditional) in order."""
         if self.leaves_clean:
-            return (INV,)
+            return ((INV, False),)
         if self.must_invalidate:
-            return (INV, FILL) if self.may_fill else (INV,)
-        return (FILL,) if self.may_fill else ()
+            return ((INV, False), (FILL, False)) if self.may_fill else ((INV, False),)
+        maybe = ((INV, True),) if self.may_invalidate else ()
+        return (*maybe, (FILL, False)) if self.may_fill else maybe
 
 
 NO_EFFECT = Summary()
@@ -70,7 +75,7 @@ class SummaryResolver(CallResolver):
     def __init__(self, project: ProjectIndex, names: Names, relevant: frozenset[str]) -> None:
         super().__init__(project, names, relevant)
         self.kernel_writes = names.config.kernel_launch_writes
-        self._summaries: dict[Target, Summary] = {}
+        self._summaries: dict[tuple[Target, frozenset[tuple[str, bool]]], Summary] = {}
         self._active: set[Target] = set()
         self._callers: dict[Target, list[tuple[str, str, Event]]] | None = None
 
@@ -82,41 +87,65 @@ class SummaryResolver(CallResolver):
     # -- summaries ---------------------------------------------------------------------
 
     def event_effects(
-        self, event: Event, cls: ClassInfo | None, types: dict[str, str], path: str
-    ) -> tuple[tuple[str, Target | None], ...]:
-        """Effect kinds of one event, with the callee they come from (if a call)."""
+        self,
+        event: Event,
+        cls: ClassInfo | None,
+        types: dict[str, str],
+        path: str,
+        facts: Facts | None = None,
+    ) -> tuple[tuple[str, Target | None, bool], ...]:
+        """Effects of one event: (kind, the callee it comes from, conditional), where
+        ``facts`` (:mod:`swacheck.analysis.conditions`) hold; a call's effect is its
+        callee's summary under what they decide of the callee's tests."""
         names = self.names
-        if event.kind == WRITE:
+        conditional = event.conditional
+        if event.kind == WRITE and names.is_mapping(event.name):
+            if event.possible and not self.kernel_writes:
+                return ()
             owner = self.receiver_class(event.receiver, cls, types, path)
-            if names.is_mapping(event.name):
-                if event.possible and not self.kernel_writes:
-                    return ()
-                caches = self.caches
-                seen = caches.sees_rebinding(owner) if event.rebinding else caches.sees_table(owner)
-                return ((WRITE, None),) if seen else ()
-            if event.rebinding and owner is not None and event.name in self.cache_attributes(owner):
-                # Resetting what the invalidation resets is one; storing anything else
-                # there fills the cache.
-                if event.value != NONE:
-                    return ((FILL, None),)
-                return () if event.conditional else ((INV, None),)
+            caches = self.caches
+            seen = caches.sees_rebinding(owner) if event.rebinding else caches.sees_table(owner)
+            return ((WRITE, None, conditional),) if seen else ()
+        slot = self.caches.slot_effect(event, cls, types, path)
+        if slot is not None:
+            return ((slot, None, conditional),)
+        if event.kind == WRITE:
             return ()
         if names.is_invalidate(event.name):
-            return ((INV, None),)
+            return ((INV, None, conditional),)
         if names.is_translate(event.name):
             served = self.caches.serves(self.receiver_class(event.receiver, cls, types, path))
-            return ((FILL, None),) if served else ()
+            return ((FILL, None, conditional),) if served else ()
         target = self.resolve_call(event, cls, types, path)
         if target is None:
             return ()
-        summary = self.summary(target)
-        out: list[tuple[str, Target | None]] = [(kind, target) for kind in summary.effects]
+        summary = self.summary(target, self.carried(target, event, facts))
+        out: list[tuple[str, Target | None, bool]] = [
+            (kind, target, conditional or maybe) for kind, maybe in summary.effects
+        ]
         if summary.uncovered_write is not None and self.delegates(target):
-            out.insert(0, (WRITE, target))
+            out.insert(0, (WRITE, target, conditional))
         return tuple(out)
 
-    def summary(self, target: Target) -> Summary:
-        cached = self._summaries.get(target)
+    def carried(
+        self, target: Target, event: Event, facts: Facts | None
+    ) -> frozenset[tuple[str, bool]]:
+        """What the caller's ``facts`` at ``event`` decide of ``target``'s tests."""
+        skeleton = self.skeleton(target)
+        if skeleton is None or not skeleton.conditions:
+            return frozenset()
+        carried = carry_facts(event, facts or {}, skeleton.params, target.cls is not None)
+        if not carried:
+            return carried
+        texts = {o.text for c in skeleton.conditions for o in c.operands}
+        return frozenset((text, value) for text, value in carried if text in texts)
+
+    def summary(
+        self, target: Target, decided: frozenset[tuple[str, bool]] = frozenset()
+    ) -> Summary:
+        """``target``'s summary where its caller's path decides ``decided`` of its tests."""
+        key = (target, decided)
+        cached = self._summaries.get(key)
         if cached is not None:
             return cached
         if target in self._active:
@@ -126,24 +155,29 @@ class SummaryResolver(CallResolver):
             return NO_EFFECT
         self._active.add(target)
         try:
-            result = self._summarise(target, skeleton)
+            result = self._summarise(target, skeleton, decided)
         finally:
             self._active.discard(target)
-        self._summaries[target] = result
+        self._summaries[key] = result
         return result
 
-    def _summarise(self, target: Target, skeleton: FunctionSkeleton) -> Summary:
+    def _summarise(
+        self, target: Target, skeleton: FunctionSkeleton, decided: frozenset[tuple[str, bool]]
+    ) -> Summary:
         cls = self.class_of(target.path, skeleton.cls)
         types = skeleton.types
-        effects = [
-            [
-                (kind, event.conditional)
-                for event in events
-                for kind, _ in self.event_effects(event, cls, types, target.path)
-            ]
-            for events in skeleton.events
+        edges = [[*s, *e] for s, e in zip(skeleton.succs, skeleton.exc_succs, strict=True)]
+        facts = path_facts(edges, skeleton.events, skeleton.conditions, dict(decided))
+        per_event = [
+            [self.event_effects(event, cls, types, target.path, facts[node]) for event in events]
+            for node, events in enumerate(skeleton.events)
         ]
-        graph = Graph.from_skeleton(skeleton, effects, self.names)
+        effects = [
+            [(kind, cond) for found in node for kind, _, cond in found] for node in per_event
+        ]
+        graph = decide(
+            Graph.from_skeleton(skeleton, effects, self.names), skeleton.conditions, facts, True
+        )
         flow = Dataflow(graph)
         uncovered = None
         writes = False
@@ -151,7 +185,7 @@ class SummaryResolver(CallResolver):
         for node, events in enumerate(skeleton.events):
             position = 0
             for index, event in enumerate(events):
-                for kind, _ in self.event_effects(event, cls, types, target.path):
+                for kind, _, _ in per_event[node][index]:
                     if kind == WRITE:
                         writes = True
                         initialising = constructor or (
@@ -171,6 +205,7 @@ class SummaryResolver(CallResolver):
             leaves_clean=flow.leaves_clean(),
             uncovered_write=uncovered,
             writes_mapping=writes,
+            may_invalidate=flow.may_invalidate(),
         )
 
     # -- delegation ---------------------------------------------------------------------

@@ -40,6 +40,8 @@ WRITE = "write"
 # Values a rebinding binds (``Event.value``).
 NEW = "new"
 NONE = "none"
+TRUE_VALUE = "true"
+FALSE_VALUE = "false"
 
 # ``*_`` methods that change no tensor data.
 _NOT_WRITES = frozenset({"requires_grad_", "share_memory_", "retain_grad_"})
@@ -84,11 +86,14 @@ class Event:
     # WRITE: rebinding of the attribute itself (``r.attr = value``).
     rebinding: bool = False
     # WRITE, rebinding: what is bound: NEW (a freshly constructed ``Cls(...)``), NONE
-    # (``None``), or "" (anything else).
+    # (``None``), TRUE_VALUE/FALSE_VALUE (``True``/``False``), or "" (anything else).
     value: str = ""
     # CALL: the attributes passed as arguments (``receiver.attr`` text, through local
     # aliases and views), e.g. a pool handing its mapping table to another object.
     passes: tuple[str, ...] = ()
+    # CALL: the arguments that are the literals ``True``, ``False`` or ``None``, as
+    # (position or keyword, literal): they decide a callee's conditions on its parameters.
+    literals: tuple[tuple[str, str], ...] = ()
     # The CST node (call, or written target); ``None`` once made picklable.
     node: Any = field(default=None, compare=False, repr=False)
 
@@ -97,10 +102,14 @@ class Event:
         return replace(self, node=None) if self.node is not None else self
 
 
+_LITERALS = {"None": NONE, "True": TRUE_VALUE, "False": FALSE_VALUE}
+
+
 def _bound_value(value: cst.BaseExpression) -> str:
-    """NEW for ``Cls(...)``/``mod.Cls(...)`` (a capitalised callee), NONE for ``None``."""
-    if isinstance(value, cst.Name) and value.value == "None":
-        return NONE
+    """NEW for ``Cls(...)``/``mod.Cls(...)`` (a capitalised callee), NONE for ``None``,
+    TRUE_VALUE/FALSE_VALUE for ``True``/``False``."""
+    if isinstance(value, cst.Name) and value.value in _LITERALS:
+        return _LITERALS[value.value]
     if isinstance(value, cst.Call):
         name = dotted_name(value.func)
         if name and name.rsplit(".", 1)[-1][:1].isupper():
@@ -179,6 +188,14 @@ class EventCollector:
         passes = tuple(
             ref.text for arg in call.args if (ref := attr_ref(arg.value, self.aliases)) is not None
         )
+        literals = tuple(
+            (arg.keyword.value if arg.keyword is not None else str(position), arg.value.value)
+            for position, arg in enumerate(call.args)
+            if isinstance(arg.value, cst.Name)
+            and arg.value.value in _LITERALS
+            and not arg.star
+            and (arg.keyword is not None or all(a.keyword is None for a in call.args[:position]))
+        )
         self.events.append(
             Event(
                 CALL,
@@ -187,6 +204,7 @@ class EventCollector:
                 self._line(call),
                 conditional=self._conditional > 0,
                 passes=passes,
+                literals=literals,
                 node=call,
             )
         )

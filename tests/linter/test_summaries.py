@@ -246,3 +246,115 @@ def test_swa_mode_flags_are_predicates_about_swa_itself() -> None:
     # sub-modes and layer kinds go either way in SWA mode
     for name in ("_swa_req_ring", "is_swa_layer", "is_hybrid_swa_compress", "_skip_swa"):
         assert not is_swa_mode_flag(name), name
+
+
+CONDITIONAL = {
+    "pool.py": FILES["pool.py"],
+    "runner.py": """
+        from pool import SWAKVPool
+
+        class ModelRunner:
+            def __init__(self, pool: SWAKVPool):
+                self.token_to_kv_pool = pool
+
+            def maybe_invalidate(self):
+                if not self.capturing:
+                    self.token_to_kv_pool.invalidate_loc_cache()
+
+            def invalidate_if(self, force):
+                if force:
+                    self.token_to_kv_pool.invalidate_loc_cache()
+
+            def eager(self):
+                self.maybe_invalidate()
+
+            def while_capturing(self):
+                if self.capturing:
+                    self.maybe_invalidate()
+
+            def after_setting(self):
+                self.capturing = True
+                self.maybe_invalidate()
+
+            def forced(self):
+                self.invalidate_if(True)
+
+            def unforced(self):
+                self.invalidate_if(force=False)
+
+            def left_open(self, flag):
+                self.invalidate_if(flag)
+
+        class GraphRunner:
+            def __init__(self, model_runner: ModelRunner):
+                self.model_runner = model_runner
+
+            def run_once(self):
+                if self.model_runner.capturing:
+                    self.model_runner.maybe_invalidate()
+    """,
+}
+
+
+def _summary(resolver: SummaryResolver, path: str, cls: str, name: str):  # type: ignore[no-untyped-def]
+    return resolver.summary(Target(path, f"{cls}.{name}", cls, name))
+
+
+def test_a_helper_invalidating_on_a_condition_of_state_counts_where_the_caller_leaves_it_open() -> (
+    None
+):
+    project = _project(CONDITIONAL)
+    resolver = SummaryResolver(project, Names(Config()), frozenset(CONDITIONAL))
+    helper = _summary(resolver, "runner.py", "ModelRunner", "maybe_invalidate")
+    assert helper.must_invalidate and helper.leaves_clean
+    assert _summary(resolver, "runner.py", "ModelRunner", "eager").must_invalidate
+    # the caller's own path decides the helper's condition: on the path where
+    # `self.capturing` holds the helper does nothing
+    capturing = _summary(resolver, "runner.py", "ModelRunner", "while_capturing")
+    assert not capturing.must_invalidate and not capturing.may_invalidate
+    assert not _summary(resolver, "runner.py", "ModelRunner", "after_setting").must_invalidate
+    # the caller's facts about `self.model_runner.capturing` are the helper's `self.capturing`
+    run_once = _summary(resolver, "runner.py", "GraphRunner", "run_once")
+    assert not run_once.must_invalidate and not run_once.may_invalidate
+
+
+def test_a_helper_invalidating_on_a_parameter_invalidates_when_its_caller_says_so() -> None:
+    project = _project(CONDITIONAL)
+    resolver = SummaryResolver(project, Names(Config()), frozenset(CONDITIONAL))
+    helper = _summary(resolver, "runner.py", "ModelRunner", "invalidate_if")
+    assert not helper.must_invalidate and helper.may_invalidate
+    assert helper.effects == (("inv", True),)
+    assert _summary(resolver, "runner.py", "ModelRunner", "forced").must_invalidate
+    unforced = _summary(resolver, "runner.py", "ModelRunner", "unforced")
+    assert not unforced.must_invalidate and not unforced.may_invalidate
+    left_open = _summary(resolver, "runner.py", "ModelRunner", "left_open")
+    assert not left_open.must_invalidate and left_open.may_invalidate
+
+
+def test_conditions_say_what_holds_on_each_edge() -> None:
+    from swacheck.analysis.cfg import FALSE, TRUE
+    from swacheck.analysis.conditions import carry_facts, condition_of
+    from swacheck.analysis.writes import CALL, Event
+
+    test = cst.parse_expression("self.ready and not (force or self.capturing)")
+    condition = condition_of(3, test, {4: TRUE, 5: FALSE}, ("self", "force"))
+    # a compound operand is kept for its parameter, but no caller can decide it
+    assert [(o.text, o.negated, o.param) for o in condition.operands] == [
+        ("self.ready", False, False),
+        ("", True, True),
+    ]
+    assert condition.implied(TRUE) == (("self.ready", True),)
+    assert condition.implied(FALSE) == ()  # one of them failed, which one is unknown
+    assert condition.value({"self.ready": False}) is False
+    assert condition.value({"self.ready": True}) is None
+    assert not condition.state_only({})
+    state = condition_of(3, cst.parse_expression("not self.is_capturing()"), {4: TRUE}, ())
+    assert [(o.text, o.negated, o.param) for o in state.operands] == [
+        ("self.is_capturing()", True, False)
+    ]
+    assert state.state_only({}) and state.value({"self.is_capturing()": True}) is False
+    call = Event(CALL, "helper", "self.runner", literals=(("0", "True"), ("flag", "None")))
+    carried = carry_facts(
+        call, {"self.runner.capturing": True, "self.other": False}, ("self", "force", "flag"), True
+    )
+    assert carried == frozenset({("self.capturing", True), ("force", True), ("flag", False)})

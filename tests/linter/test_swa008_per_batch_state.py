@@ -98,10 +98,6 @@ def test_ambiguous_attribute_read_on_another_object_is_not_counted(tmp_path: Pat
 @pytest.mark.parametrize(
     "setter",
     [
-        # a property setter: reads go through the property
-        "    @swa_loc.setter\n    def swa_loc(self, loc):\n        self._swa_loc = loc\n",
-        # stores something other than its argument
-        "    def set_swa_loc(self, loc):\n        self.swa_loc = loc.int()\n",
         # a constructor is not a per-batch setter
         "    def __init__(self, swa_loc):\n        self.swa_loc = swa_loc\n",
         # not a location
@@ -116,6 +112,81 @@ def test_not_a_per_batch_setter(setter: str, tmp_path: Path) -> None:
         + setter
         + "\n    def set_kv_buffer(self, loc):\n"
         + "        return self.swa_loc, self._swa_loc, self.window, self.out_cache_loc\n"
+    )
+    assert _rows({"example.py": code}, tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("store", "row"),
+    [
+        # a property setter stores the batch's value on the object all the same
+        ("    @swa_loc.setter\n    def swa_loc(self, loc):\n        self._swa_loc = loc\n", 4),
+        # a converted argument is still the batch's value
+        ("    def set_swa_loc(self, loc):\n        self.swa_loc = loc.int()\n", 3),
+    ],
+)
+def test_stores_other_than_a_plain_setter(store: str, row: int, tmp_path: Path) -> None:
+    code = (
+        "class SWAKVPool:\n"
+        + store
+        + "\n    def set_kv_buffer(self, loc):\n"
+        + "        return self.swa_loc, self._swa_loc\n"
+    )
+    assert _rows({"example.py": code}, tmp_path) == [row]
+
+
+@pytest.mark.parametrize(
+    ("receiver", "flagged"),
+    [
+        # the batch and what is made per batch carry their own state
+        ("forward_batch", False),
+        ("self.forward_metadata", False),
+        ("spec_info", False),
+        # a local built here is a new object
+        ("Holder()", False),
+        # long-lived holders
+        ("self.token_to_kv_pool", True),
+        ("pool", True),
+        ("self.pool", True),
+    ],
+)
+def test_which_objects_are_long_lived(receiver: str, flagged: bool, tmp_path: Path) -> None:
+    if receiver.endswith("()"):
+        store = f"        holder = {receiver}\n        holder.swa_loc = forward_batch.loc\n"
+    else:
+        store = f"        {receiver}.swa_loc = forward_batch.loc\n"
+    code = (
+        "class Runner:\n"
+        "    def step(self, forward_batch, pool, spec_info):\n" + store + "\n"
+        "def use(x):\n"
+        "    return x.swa_loc\n"
+    )
+    assert bool(_rows({"example.py": code}, tmp_path)) is flagged
+
+
+def test_a_store_from_the_object_itself_is_not_the_batch_value(tmp_path: Path) -> None:
+    code = (
+        "class Runner:\n"
+        "    def step(self, forward_batch, bs):\n"
+        "        self.pool.swa_loc = self.static_swa_loc[:bs]\n"
+        "\n"
+        "def use(pool):\n"
+        "    return pool.swa_loc\n"
+    )
+    assert _rows({"example.py": code}, tmp_path) == []
+
+
+def test_a_dataclass_holder_travels_with_the_batch(tmp_path: Path) -> None:
+    code = (
+        "from dataclasses import dataclass\n\n"
+        "@dataclass\n"
+        "class Holder:\n"
+        "    swa_loc: object = None\n\n"
+        "class Runner:\n"
+        "    def step(self, forward_batch, holder: Holder):\n"
+        "        holder.swa_loc = forward_batch.out_cache_loc_swa\n\n"
+        "def use(holder):\n"
+        "    return holder.swa_loc\n"
     )
     assert _rows({"example.py": code}, tmp_path) == []
 
