@@ -91,7 +91,7 @@ class Checks:
         # The dtypes SWA locations may have where they are consumed (I3).
         self.swa_dtypes: frozenset[torch.dtype] = frozenset(
             getattr(torch, name)
-            for name in config.runtime_swa_loc_dtypes or (config.swa_loc_dtype,)
+            for name in config.runtime_swa_loc_dtypes or config.runtime_default_dtypes
         )
         self.names = LocationNames(config.swa_loc_pattern, batch_loc_names)
         self.patcher = Patcher()

@@ -35,6 +35,11 @@ DEFAULT_SWA_LOC_PATTERN = (
 )
 
 INTEGER_DTYPES = ("int32", "int64")
+# The roles an SWA location plays (I3): the KV stores' scatter targets, and the page
+# tables / window indices attention kernels read. ``swa-loc-dtype`` sets each role's
+# dtype, or ``auto``: inferred from the project (``swacheck.analysis.conventions``).
+SWA_ROLES = ("write", "page-table")
+AUTO = "auto"
 # How a pool caches translations, for the runtime sanitizer (``auto``: observed).
 CACHE_MODELS = ("auto", "none", "memoising", "attribute")
 
@@ -45,10 +50,11 @@ class Config:
     invalidate_methods: tuple[str, ...] = ("invalidate_loc_cache",)
     translate_methods: tuple[str, ...] = ("translate_loc_from_full_to_swa",)
     swa_loc_pattern: str = DEFAULT_SWA_LOC_PATTERN
-    swa_loc_dtype: str = "int32"
+    # ``auto``, one dtype for every role, or a table of roles (see ``swa_dtype_for``).
+    swa_loc_dtype: str | Mapping[str, str] = AUTO
     # The runtime sanitizer's names (the linter ignores them): attributes a pool keeps
     # translations in, how pools cache (``cache-model``), the dtypes SWA locations may
-    # have where they are consumed (empty: ``swa-loc-dtype``), whether a translation's
+    # have where they are consumed (empty: ``runtime_default_dtypes``), whether a translation's
     # own dtype is checked, and the methods that recognise graph runners, their input
     # holders and the KV writes of a pool's SWA sub-pool.
     cache_attributes: tuple[str, ...] = ("cached_loc",)
@@ -102,11 +108,7 @@ class Config:
         ):
             if limit < 0:
                 raise ConfigError(f"{key}: expected 0 (no limit) or a positive number, got {limit}")
-        if self.swa_loc_dtype not in INTEGER_DTYPES:
-            raise ConfigError(
-                f"swa-loc-dtype: expected one of {', '.join(INTEGER_DTYPES)}, "
-                f"got {self.swa_loc_dtype!r}"
-            )
+        _check_swa_loc_dtype(self.swa_loc_dtype)
         for dtype in self.runtime_swa_loc_dtypes:
             if dtype not in INTEGER_DTYPES:
                 raise ConfigError(
@@ -117,6 +119,21 @@ class Config:
             raise ConfigError(
                 f"cache-model: expected one of {', '.join(CACHE_MODELS)}, got {self.cache_model!r}"
             )
+
+    def swa_dtype_for(self, role: str) -> str:
+        """The dtype ``swa-loc-dtype`` sets for ``role`` (one of :data:`SWA_ROLES`):
+        ``int32``, ``int64``, or ``auto`` (inferred from the project)."""
+        if isinstance(self.swa_loc_dtype, str):
+            return self.swa_loc_dtype
+        return self.swa_loc_dtype.get(role, AUTO)
+
+    @property
+    def runtime_default_dtypes(self) -> tuple[str, ...]:
+        """The sanitizer's SWA location dtypes where ``runtime-swa-loc-dtypes`` is empty: the
+        write role's configured dtype, else int32 (it sees values, not a project to infer
+        a convention from; releases from 0.5.13 set ``runtime-swa-loc-dtypes``)."""
+        write = self.swa_dtype_for("write")
+        return (write if write != AUTO else "int32",)
 
     @property
     def root(self) -> Path | None:
@@ -134,6 +151,27 @@ class Config:
                 value = sorted(value.items())
             parts.append(f"{f.name}={value!r}")
         return ";".join(parts)
+
+
+def _check_swa_loc_dtype(value: object) -> None:
+    choices = f"{AUTO}, {', '.join(INTEGER_DTYPES)}"
+    if isinstance(value, str):
+        if value not in (AUTO, *INTEGER_DTYPES):
+            raise ConfigError(f"swa-loc-dtype: expected one of {choices}, got {value!r}")
+        return
+    if not isinstance(value, Mapping):
+        raise ConfigError(
+            f"swa-loc-dtype: expected {AUTO!r}, a dtype ({', '.join(INTEGER_DTYPES)}) or a "
+            f'table of roles such as {{ write = "int64", page-table = "int32" }}, '
+            f"got {type(value).__name__} {value!r}"
+        )
+    for role, dtype in value.items():
+        if role not in SWA_ROLES:
+            raise ConfigError(
+                f"swa-loc-dtype: unknown role {role!r} (roles: {', '.join(SWA_ROLES)})"
+            )
+        if not isinstance(dtype, str) or dtype not in (AUTO, *INTEGER_DTYPES):
+            raise ConfigError(f"swa-loc-dtype.{role}: expected one of {choices}, got {dtype!r}")
 
 
 _DEFAULTS = Config()
@@ -161,6 +199,9 @@ def config_from_table(table: Mapping[str, Any], source: Path | None = None) -> C
         default = getattr(_DEFAULTS, name)
         if key in _STRING_LIST_KEYS:
             values[name] = _string_list(key, value)
+        elif key == "swa-loc-dtype":
+            _check_swa_loc_dtype(value)
+            values[name] = value if isinstance(value, str) else dict(value)
         elif key == "per-file-ignores":
             if not isinstance(value, dict):
                 raise ConfigError(f"{key}: expected a table of glob = [codes]")
