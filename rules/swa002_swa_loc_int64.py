@@ -86,15 +86,16 @@ class SwaLocInt64(Rule):
     Under `swa-loc-dtype = "auto"` (the default) each role's dtype is inferred from the
     code, nearest evidence first:
 
-    - write locations: the file's own deliberate conversions (a cast of a value whose
-      dtype is known to differ, such as `translate(loc).to(torch.int32)`: a cast at the
-      consumer's boundary) or asserts (`assert swa_loc.dtype == torch.int32`); else what
-      the project's translation returns (`translate-methods`: a gather from the int64
-      mapping table, or a cast of it), the producer every path hands to the KV stores, or
-      what the KV stores (`kv-write-methods`) assert; else int32;
+    - write locations: the file's own casts of them (a cast is a choice made for a
+      consumer, such as `translate(loc).to(torch.int32)` before a KV store of its own, or
+      `swa_loc.to(torch.int32)` at a store's boundary) or asserts
+      (`assert swa_loc.dtype == torch.int32`); else what the project's translation returns
+      (`translate-methods`: a gather from the int64 mapping table, or a cast of it), the
+      producer every path hands to the KV stores, or what the KV stores
+      (`kv-write-methods`) assert on an SWA location parameter; else int32;
     - page tables and window indices (kernels differ per backend, so the file decides
-      first): the file's conversions or asserts; else the file's own allocations; else the
-      project's conversions; else int32.
+      first): the file's casts or asserts; else the file's own allocations; else the
+      project's casts; else int32.
 
     Evidence that disagrees with itself decides nothing; the next level does. So SGLang's
     releases to 0.5.12 (translation `.to(torch.int32)`) want int32 write locations, and
@@ -120,8 +121,8 @@ class SwaLocInt64(Rule):
     again (returned, stored into an attribute or container, passed to a Triton launch);
     an allocation also counts when handed to a call (a buffer holder's constructor),
     except an allocator's (`self.swa_allocator.alloc_extend(..., swa_last_loc, ...)`: its
-    own input, in its index space and dtype). Mapping tables may be int64 and are never
-    flagged.
+    own input, in its index space and dtype), and a cast handed to a call is evidence of
+    what the callee takes. Mapping tables may be int64 and are never flagged.
 
     A value also must not reach a function that asserts another dtype for it: an SWA
     location (a name of a role, a translation or a gather) passed to a parameter its

@@ -9,14 +9,14 @@ every file; :class:`Conventions` aggregates them across the project (pre-commit'
 file lists see the same project) and answers, for a file and a role, which dtype its
 values must have and why:
 
-* ``write`` (KV stores' scatter targets): the file's own deliberate conversions (a cast of
-  a value whose dtype is known to differ: ``translate(loc).to(torch.int32)``, a cast at
-  the consumer's boundary) or asserts; else what the project's translation returns (the
-  producer every path hands to the KV stores) or its KV stores assert; else int32, the
-  design's dtype where nothing says otherwise;
+* ``write`` (KV stores' scatter targets): the file's own explicit casts of them (a cast
+  is a choice made for a consumer: ``translate(loc).to(torch.int32)`` before a KV store
+  of its own) or asserts; else what the project's translation returns (the producer
+  every path hands to the KV stores) or its KV stores assert; else int32, the design's
+  dtype where nothing says otherwise;
 * ``page-table`` (what kernels read; kernels differ per backend, so the file decides
-  first): the file's conversions or asserts; else its own allocations; else the project's
-  conversions; else int32.
+  first): the file's casts or asserts; else its own allocations; else the project's
+  casts; else int32.
 
 A level whose evidence disagrees with itself decides nothing; the next one does.
 ``swa-loc-dtype`` set for a role replaces the inference.
@@ -49,14 +49,12 @@ from swacheck.analysis.walk import walk
 from swacheck.config import AUTO, Config
 from swacheck.context import FileContext
 
-# A cast of a value whose dtype is known to differ: deliberate (a consumer's boundary).
-CONVERSION = "conversion"
 # Kinds a resolved dtype can have (``Resolved.kind``): the concrete kinds of ``dtypes``
-# (ALLOCATION, DEFAULT, CAST), CONVERSION, TRANSLATION (a translation or a gather from
-# the mapping table) and ASSERTED (a function's assert on a parameter).
+# (ALLOCATION, DEFAULT, CAST), TRANSLATION (a translation or a gather from the mapping
+# table) and ASSERTED (a function's assert on a parameter).
 ASSERTED = "asserted"
 # Values someone chose for their consumer: a translation's, a cast's.
-_DELIBERATE = frozenset({TRANSLATION, CAST, CONVERSION})
+_DELIBERATE = frozenset({TRANSLATION, CAST})
 DEFAULT_DTYPE = "int32"
 _HELPER_DEPTH = 4
 
@@ -70,7 +68,6 @@ class FactSource:
     row: int
     what: str = ""
     ref: str = ""
-    converts: tuple[FactSource, ...] = ()
     passes: tuple[tuple[str, str], ...] = ()
 
     @classmethod
@@ -81,7 +78,6 @@ class FactSource:
             context.start(source.node).row,
             source.what,
             source.ref,
-            tuple(cls.of(s, context) for s in source.converts),
             source.passes,
         )
 
@@ -137,8 +133,8 @@ class FileValues:
     """What :func:`role_values` finds in one file (nodes included)."""
 
     bindings: list[RoleBinding] = field(default_factory=list)
-    # Each translate method's returned values, and the mapping tables' constructions.
-    translations: list[Source] = field(default_factory=list)
+    # Each translate method's returned values (``(method, source)``), and the mapping
+    # tables' constructions.
     translate_returns: list[tuple[str, Source]] = field(default_factory=list)
     mapping: list[Source] = field(default_factory=list)
     helpers: dict[str, list[Source]] = field(default_factory=dict)
@@ -149,7 +145,7 @@ class FileValues:
             return tuple(FactSource.of(s, context) for s in sources)
 
         return DtypeFacts(
-            translations=of(self.translations),
+            translations=of(s for _, s in self.translate_returns),
             mapping=of(self.mapping),
             helpers={key: of(sources) for key, sources in self.helpers.items()},
             bindings=tuple(RoleFact(b.role, b.slot, of(b.sources)) for b in self.bindings),
@@ -278,7 +274,6 @@ def _collect(context: FileContext) -> FileValues:
             if not sources:
                 return
             if names.is_translate(function.name.value):
-                found.translations.extend(sources)
                 found.translate_returns.extend((function.name.value, s) for s in sources)
             else:
                 found.helpers.setdefault(key, []).extend(sources)
@@ -371,7 +366,7 @@ def _dtype_test(test: cst.BaseExpression, negated: bool) -> tuple[str, frozenset
 
 @dataclass(frozen=True)
 class Resolved:
-    """A dtype a source resolves to, of a kind (see ``CONVERSION``), and where it is
+    """A dtype a source resolves to, of a kind (see ``ASSERTED``), and where it is
     decided (``path:row``)."""
 
     dtype: str
@@ -426,14 +421,9 @@ class Conventions:
     def resolve(self, source: FactSource, path: str, depth: int = 0) -> list[Resolved]:
         """The dtypes ``source`` (of the file ``path``) may have, with their kinds."""
         where = f"{path}:{source.row}"
-        if source.kind in (ALLOCATION, DEFAULT):
+        if source.kind in (ALLOCATION, DEFAULT, CAST):
             assert source.dtype is not None
             return [Resolved(source.dtype, source.kind, where)]
-        if source.kind == CAST:
-            assert source.dtype is not None
-            before = {r.dtype for s in source.converts for r in self.resolve(s, path, depth + 1)}
-            kind = CONVERSION if before and source.dtype not in before else CAST
-            return [Resolved(source.dtype, kind, where)]
         if source.kind == GATHER:
             return [Resolved(r.dtype, TRANSLATION, r.where) for r in self.mapping_dtype()]
         if source.kind == TRANSLATION:
@@ -544,9 +534,9 @@ class Conventions:
             return Convention(configured, why, known=False)
         items = self.resolved_bindings(path, role, bindings)
         asserted = self._asserted(path, role)
-        strong = [r for r in items if r.kind in (CONVERSION, CAST)] + asserted
+        strong = [r for r in items if r.kind == CAST] + asserted
         levels: list[tuple[list[Resolved], str]] = [
-            (strong, "this file converts its {noun} to torch.{dtype} ({where})"),
+            (strong, "this file casts its {noun} to torch.{dtype} ({where})"),
         ]
         if role == WRITE:
             levels.append(
@@ -563,7 +553,7 @@ class Conventions:
             levels.append(
                 (
                     self._project_conversions(role),
-                    "this project converts its {noun} to torch.{dtype} ({where})",
+                    "this project casts its {noun} to torch.{dtype} ({where})",
                 )
             )
         for evidence, why in levels:
@@ -606,10 +596,7 @@ class Conventions:
 
     def _project_conversions(self, role: str) -> list[Resolved]:
         return [
-            r
-            for path in self.files
-            for r in self.resolved_bindings(path, role)
-            if r.kind in (CONVERSION, CAST)
+            r for path in self.files for r in self.resolved_bindings(path, role) if r.kind == CAST
         ]
 
     def slot_takes(

@@ -21,7 +21,7 @@ translate returns and what a helper returns are project facts
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import libcst as cst
 
@@ -110,9 +110,6 @@ class Source:
     # unknown receiver); TRANSLATION: the translate method; a dtype from a parameter's
     # default: ``<param>@<position>`` of the enclosing function.
     ref: str = ""
-    # CAST: the sources of the value it converts (a conversion of a known dtype is a
-    # deliberate one: a cast at a consumer's boundary).
-    converts: tuple[Source, ...] = ()
     # HELPER: the dtype literals the call passes by keyword or position (a parametric
     # helper's ``dtype=``), as ``(name or position, dtype)``.
     passes: tuple[tuple[str, str], ...] = ()
@@ -287,18 +284,14 @@ class ValueDtypes:
         if self.names.is_translate(method):
             return [Source(TRANSLATION, call, what=f"`{method}()`", ref=method)]
         if method in CAST_METHODS and not call.args:
-            converts = tuple(self.sources(receiver, depth + 1))
-            return [
-                Source(CAST, func.attr, CAST_METHODS[method], f".{method}()", converts=converts)
-            ]
+            return [Source(CAST, func.attr, CAST_METHODS[method], f".{method}()")]
         if method in ("to", "type"):
             for arg in call.args:
                 if arg.keyword is not None and arg.keyword.value != "dtype":
                     continue
                 found = self._dtype_argument(arg.value, f".{method}(...)", CAST)
                 if found:
-                    converts = tuple(self.sources(receiver, depth + 1))
-                    return [replace(s, converts=converts) for s in found]
+                    return found
             return self.sources(receiver, depth + 1)
         if method in _NEW_TENSOR:
             for arg in call.args:
