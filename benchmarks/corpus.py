@@ -55,7 +55,18 @@ DEFAULT = [
     "vllm==0.33.0",
 ]
 ORDER_RULES = ("SWA001", "SWA004", "SWA005", "SWA007")
-RULES = ("SWA001", "SWA002", "SWA003", "SWA004", "SWA005", "SWA006", "SWA007", "SWA008")
+RULES = (
+    "SWA001",
+    "SWA002",
+    "SWA003",
+    "SWA004",
+    "SWA005",
+    "SWA006",
+    "SWA007",
+    "SWA008",
+    "SWA009",
+    "SWA011",
+)
 
 
 def resolve(target: str) -> tuple[str, Path]:
