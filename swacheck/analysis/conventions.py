@@ -389,6 +389,21 @@ def _noun(role: str) -> str:
     return "SWA write locations" if role == WRITE else "SWA page tables and window indices"
 
 
+def _why(scope: str, evidence: Resolved, noun: str) -> str:
+    """Why ``noun`` are ``evidence.dtype`` in this ``scope`` (``file`` or ``project``)."""
+    dtype = f"torch.{evidence.dtype}"
+    if scope == "file":
+        verb = {ASSERTED: "asserts", ALLOCATION: "allocates", DEFAULT: "allocates"}.get(
+            evidence.kind, "casts"
+        )
+        return f"this file {verb} its {noun} as {dtype} ({evidence.where})"
+    what = {
+        TRANSLATION: f"its translation returns {dtype}",
+        ASSERTED: f"its KV store asserts {dtype}",
+    }.get(evidence.kind, f"it casts them to {dtype}")
+    return f"{noun} are {dtype} in this project: {what} ({evidence.where})"
+
+
 def _unanimous(items: Iterable[Resolved]) -> Resolved | None:
     items = list(items)
     dtypes = {r.dtype for r in items}
@@ -533,40 +548,22 @@ class Conventions:
             why = f"`swa-loc-dtype` sets torch.{configured} for {_noun(role)}"
             return Convention(configured, why, known=False)
         items = self.resolved_bindings(path, role, bindings)
-        asserted = self._asserted(path, role)
-        strong = [r for r in items if r.kind == CAST] + asserted
-        levels: list[tuple[list[Resolved], str]] = [
-            (strong, "this file casts its {noun} to torch.{dtype} ({where})"),
+        levels: list[tuple[str, list[Resolved]]] = [
+            ("file", [r for r in items if r.kind == CAST] + self._asserted(path, role))
         ]
         if role == WRITE:
-            levels.append(
-                (
-                    [r for r in self.translation() if r.kind == TRANSLATION]
-                    + self._store_requirements(),
-                    "{noun} are torch.{dtype} in this project: its translation returns "
-                    "torch.{dtype} ({where})",
-                )
-            )
+            levels.append(("project", self.translation() + self._store_requirements()))
         else:
-            weak = [r for r in items if r.kind in (ALLOCATION, DEFAULT)]
-            levels.append((weak, "this file allocates its {noun} as torch.{dtype} ({where})"))
-            levels.append(
-                (
-                    self._project_conversions(role),
-                    "this project casts its {noun} to torch.{dtype} ({where})",
-                )
-            )
-        for evidence, why in levels:
+            levels.append(("file", [r for r in items if r.kind in (ALLOCATION, DEFAULT)]))
+            levels.append(("project", self._project_casts(role)))
+        for scope, evidence in levels:
             first = _unanimous(evidence)
             if first is not None:
-                noun = _noun(role)
-                return Convention(
-                    first.dtype, why.format(noun=noun, dtype=first.dtype, where=first.where)
-                )
+                return Convention(first.dtype, _why(scope, first, _noun(role)))
         return Convention(
             DEFAULT_DTYPE,
             f"{_noun(role)} are torch.{DEFAULT_DTYPE} unless the project shows otherwise "
-            "(the seed design; no translation, conversion or assert here says otherwise)",
+            "(the seed design; no translation, cast or assert here says otherwise)",
             known=False,
         )
 
@@ -594,7 +591,7 @@ class Conventions:
                     )
         return found
 
-    def _project_conversions(self, role: str) -> list[Resolved]:
+    def _project_casts(self, role: str) -> list[Resolved]:
         return [
             r for path in self.files for r in self.resolved_bindings(path, role) if r.kind == CAST
         ]

@@ -90,6 +90,8 @@ class TestStdin:
             examples,
             "audit",
             "--fix",
+            # alone (no project), nothing shows what its SWA locations' consumers take
+            "--unsafe-fixes",
             "-",
             "--stdin-filename",
             "cuda_graph_runner.py",
