@@ -10,3 +10,8 @@ class FlashAttentionBackend:
         metadata.swa_out_cache_loc = self._swa_kv_pool.translate_loc_from_full_to_swa(
             forward_batch.out_cache_loc
         )
+
+    def init_forward_metadata_capture_cuda_graph(self, bs):
+        # the graph path binds the SWA page table the replay fills from the SWA side
+        metadata = self.decode_cuda_graph_metadata[bs]
+        metadata.swa_page_table = self.cuda_graph_swa_page_table[:bs]

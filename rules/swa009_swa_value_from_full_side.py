@@ -7,13 +7,45 @@ import libcst as cst
 from swacheck.analysis.aliases import strip_views
 from swacheck.analysis.modes import guard_key, swa_guard_polarity
 from swacheck.analysis.names import Names, call_name, dotted_name, target_name
-from swacheck.analysis.provenance import full_side, is_swa_side, mentions, translates
+from swacheck.analysis.provenance import (
+    full_side,
+    is_swa_side,
+    mentions,
+    swa_bound_slots,
+    translates,
+)
 from swacheck.analysis.roles import WRITE, role_of, words
 from swacheck.analysis.walk import walk
 from swacheck.config import DEFAULT_SWA_LOC_PATTERN, Config
 from swacheck.context import FileContext
 from swacheck.rule import Invalid, Rule, Valid
 from swacheck.triggers import Trigger, word
+
+# A backend of the same project that takes each SWA value from the SWA side: the
+# names the INVALID examples bind from the full pool are SWA-space names in the project.
+_TRANSLATING_BACKEND = """
+class TRTLLMHABackend:
+    def init_forward_metadata(self, forward_batch, metadata):
+        pool = self.token_to_kv_pool
+        metadata.swa_out_cache_loc = pool.translate_loc_from_full_to_swa(
+            forward_batch.out_cache_loc
+        )
+        metadata.swa_page_table = pool.translate_loc_from_full_to_swa(metadata.page_table)
+        self.buffers = {"swa_out_cache_loc": metadata.swa_out_cache_loc}
+
+    def forward_extend(self, layer, forward_batch, k, v):
+        swa_loc = self.forward_metadata.swa_out_cache_loc
+        self.token_to_kv_pool.set_kv_buffer(
+            layer, KVWriteLoc(forward_batch.out_cache_loc, swa_loc=swa_loc), k, v
+        )
+
+
+def update_sliding_window_buffer(window_kv_indptr, window_kv_indices, allocator):
+    n = window_kv_indptr[-1]
+    window_kv_indices[:n] = allocator.translate_loc_from_full_to_swa(window_kv_indices[:n])
+    swa_page_table = allocator.translate_loc_from_full_to_swa(window_kv_indices)
+    return swa_page_table
+"""
 
 
 class SwaValueFromFullSide(Rule):
@@ -32,7 +64,11 @@ class SwaValueFromFullSide(Rule):
     `// page_size` keep a value full-pool side; a local is full-pool side when every
     binding of it is.
 
-    It stays silent where the value is translated after all, in the same function (the
+    The names are those the project takes from the SWA side somewhere (bound to a
+    translation or an SWA value, handed to a translating call): a name never translated
+    anywhere lives in the full pool's index space in this design (a prefill-aware
+    window's page table over the full pool), whatever it is called. It stays silent
+    where the value is translated after all, in the same function (the
     buffer is written or rebound from a translation, a gather through the mapping, a call
     handed the mapping or a translator: `window_kv_indices[:n] =
     translate(window_kv_indices[:n])`), where the other branch of the same `if` binds it
@@ -114,6 +150,31 @@ def transfer(self, req_to_token, req, window):
     return window_kv_indices_swa.cpu().numpy()
 """
         ),
+        # a name the project never takes from the SWA side lives in the full pool's index
+        # space (prefill-aware SWA reads the full pool through its own page table)
+        Valid(
+            """
+def init_forward_metadata_capture(self, metadata):
+    metadata.page_table = self.decode_cuda_graph_metadata["page_table"][:bs, :]
+    if self.is_prefill_aware_swa:
+        metadata.pa_swa_page_table = metadata.page_table
+""",
+            files={"trtllm_backend.py": _TRANSLATING_BACKEND},
+        ),
+        # a kernel handed the mapping (here through a local cast of it) translates as it
+        # fills
+        Valid(
+            """
+def fill(self, metadata, req_pool_indices, cache_seqlens):
+    swa_slot_mapping = self.swa_kv_pool.full_to_swa_index_mapping.long()
+    swa_page_table = torch.zeros(bs, max_blocks, dtype=torch.int32, device=self.device)
+    scatter_page_table_kernel[(bs,)](
+        self.req_to_token, req_pool_indices, cache_seqlens, swa_page_table, swa_slot_mapping
+    )
+    return swa_page_table
+""",
+            files={"trtllm_backend.py": _TRANSLATING_BACKEND},
+        ),
         # a kernel handed the mapping translates while it fills
         Valid(
             """
@@ -137,6 +198,7 @@ class FlashAttentionBackend:
         self.forward_metadata = metadata
 """,
             line=6,
+            files={"trtllm_backend.py": _TRANSLATING_BACKEND},
         ),
         # the page table of SWA layers copied from full-pool pages
         Invalid(
@@ -149,6 +211,7 @@ def init_forward_metadata_replay_cuda_graph(self, bs, req_pool_indices, seq_lens
     metadata.swa_page_table[:, :max_len].copy_(page_indices // self.page_size)
 """,
             line=7,
+            files={"trtllm_backend.py": _TRANSLATING_BACKEND},
         ),
         Invalid(
             """
@@ -157,6 +220,7 @@ def init_forward_metadata(self, forward_batch):
     metadata.swa_page_table = self.req_to_token[forward_batch.req_pool_indices, : self.max_len]
 """,
             line=4,
+            files={"trtllm_backend.py": _TRANSLATING_BACKEND},
         ),
         # the SWA location is the full one
         Invalid(
@@ -166,6 +230,7 @@ def forward_extend(self, q, k, v, layer, forward_batch):
     forward_batch.token_to_kv_pool.set_kv_buffer(layer, KVWriteLoc(loc, swa_loc=loc), k, v)
 """,
             line=4,
+            files={"trtllm_backend.py": _TRANSLATING_BACKEND},
         ),
         # window indices computed from req_to_token and never translated
         Invalid(
@@ -181,6 +246,7 @@ def update_sliding_window_buffer_cuda_graph(window_kv_indptr, window_kv_indices,
     return window_kv_indptr, window_kv_indices
 """,
             line=8,
+            files={"trtllm_backend.py": _TRANSLATING_BACKEND},
         ),
         # a local SWA buffer filled by slice assignment from full-pool pages
         Invalid(
@@ -191,6 +257,7 @@ def build(self, req_pool_indices, bs, max_pages):
     return swa_page_table
 """,
             line=4,
+            files={"trtllm_backend.py": _TRANSLATING_BACKEND},
         ),
         # through a dict of graph buffers
         Invalid(
@@ -200,6 +267,7 @@ def load(self, forward_batch, n):
     self.registry.fill_from(buffers)
 """,
             line=3,
+            files={"trtllm_backend.py": _TRANSLATING_BACKEND},
         ),
     ]
 
@@ -214,6 +282,23 @@ def load(self, forward_batch, n):
         if config.swa_loc_pattern != DEFAULT_SWA_LOC_PATTERN:
             return None
         return frozenset({word("swa"), word("window")})
+
+    @classmethod
+    def collect_facts(cls, context: FileContext) -> frozenset[str] | None:
+        """The SWA names this file binds or fills from the SWA side."""
+        return swa_bound_slots(context) or None
+
+    @property
+    def swa_slots(self) -> frozenset[str]:
+        """The SWA names some file of the project binds from the SWA side: names of the
+        SWA index space in this design (a name never translated anywhere, such as a
+        prefill-aware page table over the full pool, is not one)."""
+        project = self.context.project
+
+        def union() -> frozenset[str]:
+            return frozenset(name for _, names in project.rule_facts(self.code) for name in names)
+
+        return project.memo(("swa009-slots",), union)
 
     # -- bindings ----------------------------------------------------------------------------
 
@@ -288,7 +373,7 @@ def load(self, forward_batch, n):
     ) -> bool:
         """Report ``value`` bound to (or filled into) the SWA name ``name`` when it is
         full-pool side and no exemption holds; whether it was reported."""
-        if role_of(name, self.context.names) is None:
+        if role_of(name, self.context.names) is None or name not in self.swa_slots:
             return False
         function = self.context.enclosing(node, cst.FunctionDef)
         origin = full_side(value, function)
@@ -305,11 +390,7 @@ def load(self, forward_batch, n):
         function = self.context.enclosing(launch, cst.FunctionDef)
         full = [full_side(a.value, function) for a in launch.args]
         pages = [f for f in full if f and "req_to_token" in f]
-        if not pages or any(
-            is_swa_side(a.value, self.context.names) and not _is_name(a.value) for a in launch.args
-        ):
-            return
-        if any(_mapping_arg(a, self.context.names) for a in launch.args):
+        if not pages or translates(launch, self.context.names, function):
             return
         for arg in launch.args:
             value = arg.value
@@ -339,7 +420,7 @@ def load(self, forward_batch, n):
                 if polarity is not None and polarity != in_body:
                     return True
                 other = ancestor.orelse if in_body else ancestor.body
-                if other is not None and _binds_from_swa(other, text, ctx.names):
+                if other is not None and _binds_from_swa(other, text, ctx.names, function):
                     return True
             child = ancestor
         # translated after all, later in the function
@@ -347,7 +428,7 @@ def load(self, forward_batch, n):
         for later in _statements(function):
             if later is statement or ctx.start(later) <= start:
                 continue
-            if _translates_target(later, text, ctx.names):
+            if _translates_target(later, text, ctx.names, function):
                 return True
         return False
 
@@ -374,17 +455,6 @@ def _is_none(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Name) and node.value == "None"
 
 
-def _is_name(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Name | cst.Attribute)
-
-
-def _mapping_arg(arg: cst.Arg, names: Names) -> bool:
-    """An argument that is (a view of) a mapping table, or a keyword naming one."""
-    base, _ = strip_views(arg.value)
-    keyword = arg.keyword.value if arg.keyword is not None else ""
-    return names.is_mapping(target_name(base) or "") or "mapping" in keyword
-
-
 def _statement(node: cst.CSTNode, context: FileContext) -> cst.CSTNode:
     """The small statement (or compound statement) ``node`` is in."""
     for ancestor in [node, *context.ancestors(node)]:
@@ -409,7 +479,9 @@ def _statements(function: cst.FunctionDef) -> list[cst.CSTNode]:
     return found
 
 
-def _translates_target(statement: cst.CSTNode, text: str, names: Names) -> bool:
+def _translates_target(
+    statement: cst.CSTNode, text: str, names: Names, scope: cst.FunctionDef
+) -> bool:
     """``text`` is rebound or written from the SWA side, or handed to a translation."""
     if isinstance(statement, cst.Assign | cst.AnnAssign | cst.AugAssign):
         targets = (
@@ -420,21 +492,21 @@ def _translates_target(statement: cst.CSTNode, text: str, names: Names) -> bool:
         for target in targets:
             base, _ = strip_views(target)
             value = statement.value
-            if dotted_name(base) == text and value is not None and is_swa_side(value, names):
+            if dotted_name(base) == text and value is not None and is_swa_side(value, names, scope):
                 return True
     found = False
 
     class Visitor(cst.CSTVisitor):
         def visit_Call(self, node: cst.Call) -> None:
             nonlocal found
-            if not found and translates(node, names):
+            if not found and translates(node, names, scope):
                 found = any(mentions(a.value, text) for a in node.args)
 
     walk(statement, Visitor())
     return found
 
 
-def _binds_from_swa(block: cst.CSTNode, text: str, names: Names) -> bool:
+def _binds_from_swa(block: cst.CSTNode, text: str, names: Names, scope: cst.FunctionDef) -> bool:
     found = False
 
     class Visitor(cst.CSTVisitor):
@@ -442,7 +514,7 @@ def _binds_from_swa(block: cst.CSTNode, text: str, names: Names) -> bool:
             nonlocal found
             for target in node.targets:
                 base, _ = strip_views(target.target)
-                if dotted_name(base) == text and is_swa_side(node.value, names):
+                if dotted_name(base) == text and is_swa_side(node.value, names, scope):
                     found = True
 
     walk(block, Visitor())
