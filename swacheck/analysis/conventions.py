@@ -422,6 +422,8 @@ class Conventions:
         self.names = Names(config)
         self._mapping: list[Resolved] | None = None
         self._translation: list[Resolved] | None = None
+        # Helper key -> the files defining it (module-level functions are found by name).
+        self._holders: dict[str, list[str]] | None = None
         self._requirements_by_name: dict[str, list[tuple[str, Requirement]]] | None = None
 
     @classmethod
@@ -510,7 +512,12 @@ class Conventions:
                 if facts is not None and key in facts.helpers:
                     return base.path, key
             return None
-        holders = [p for p, facts in self.files.items() if ref in facts.helpers]
+        if self._holders is None:
+            self._holders = {}
+            for holder, facts in self.files.items():
+                for key in facts.helpers:
+                    self._holders.setdefault(key, []).append(holder)
+        holders = self._holders.get(ref, [])
         return (holders[0], ref) if len(holders) == 1 else None
 
     # -- requirements ----------------------------------------------------------------------
