@@ -211,14 +211,8 @@ def _collect(context: FileContext) -> FileValues:
 
     class Visitor(cst.CSTVisitor):
         def __init__(self) -> None:
-            self.functions: list[tuple[cst.FunctionDef, str]] = []
-            self.classes: list[str] = []
-
-        def visit_ClassDef(self, node: cst.ClassDef) -> None:
-            self.classes.append(node.name.value)
-
-        def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
-            self.classes.pop()
+            # The functions entered, each with its key and its asserted parameters.
+            self.functions: list[tuple[cst.FunctionDef, str, _Asserted]] = []
 
         def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
             parent = context.parent(context.parent(node) or node)
@@ -228,13 +222,27 @@ def _collect(context: FileContext) -> FileValues:
                 key = f"{parent.name.value}.{node.name.value}"
             else:
                 key = node.name.value
-            self.functions.append((node, key))
-            requirements = _requirements(node, context)
+            self.functions.append((node, key, _Asserted(node, context)))
+
+        def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+            _, key, asserted = self.functions.pop()
+            requirements = asserted.requirements()
             if requirements and key:
                 found.requirements[key] = requirements
 
-        def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
-            self.functions.pop()
+        def visit_Assert(self, node: cst.Assert) -> None:
+            if self.functions:
+                for test in _conjuncts(node.test):
+                    self.functions[-1][2].note(_dtype_test(test, negated=False), node)
+
+        def visit_If(self, node: cst.If) -> None:
+            body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
+            raises = any(
+                isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[0], cst.Raise)
+                for s in body
+            )
+            if raises and self.functions:
+                self.functions[-1][2].note(_dtype_test(node.test, negated=True), node)
 
         def visit_Lambda(self, node: cst.Lambda) -> bool:
             return False
@@ -267,7 +275,7 @@ def _collect(context: FileContext) -> FileValues:
         def visit_Return(self, node: cst.Return) -> None:
             if node.value is None or not self.functions:
                 return
-            function, key = self.functions[-1]
+            function, key, _ = self.functions[-1]
             if not key:
                 return
             sources = values.sources(node.value)
@@ -282,54 +290,39 @@ def _collect(context: FileContext) -> FileValues:
     return found
 
 
-def _requirements(function: cst.FunctionDef, context: FileContext) -> tuple[Requirement, ...]:
-    """The parameters ``function`` asserts the dtype of (``assert p.dtype == torch.int32``,
-    ``if p.dtype != torch.int32: raise``) or annotates (``p: torch.IntTensor``)."""
-    params = [*function.params.posonly_params, *function.params.params]
-    skip = 1 if params and params[0].name.value in ("self", "cls") else 0
-    positions = {p.name.value: i - skip for i, p in enumerate(params)}
-    positions.update({p.name.value: -1 for p in function.params.kwonly_params})
-    # A parameter the function binds again: its asserts are about another value.
-    for name in list(positions):
-        if assignments(function, name):
-            del positions[name]
-    found: dict[str, tuple[frozenset[str], int]] = {}
+class _Asserted:
+    """The parameters one function asserts the dtype of (``assert p.dtype == torch.int32``,
+    ``if p.dtype != torch.int32: raise``) or annotates (``p: torch.IntTensor``), gathered
+    as the file's walk passes its statements."""
 
-    def note(name: str, dtypes: frozenset[str], node: cst.CSTNode) -> None:
-        if name in positions and dtypes and name not in found:
-            found[name] = (dtypes, context.start(node).row)
+    def __init__(self, function: cst.FunctionDef, context: FileContext) -> None:
+        self.function = function
+        self.context = context
+        params = [*function.params.posonly_params, *function.params.params]
+        skip = 1 if params and params[0].name.value in ("self", "cls") else 0
+        self.positions = {p.name.value: i - skip for i, p in enumerate(params)}
+        self.positions.update({p.name.value: -1 for p in function.params.kwonly_params})
+        self.found: dict[str, tuple[frozenset[str], int]] = {}
+        for param in [*params, *function.params.kwonly_params]:
+            if param.annotation is not None:
+                dtype = literal_dtype(param.annotation.annotation)
+                if dtype is not None:
+                    self.note((param.name.value, frozenset({dtype})), param)
 
-    for param in [*params, *function.params.kwonly_params]:
-        if param.annotation is not None:
-            dtype = literal_dtype(param.annotation.annotation)
-            if dtype is not None:
-                note(param.name.value, frozenset({dtype}), param)
+    def note(self, checked: tuple[str, frozenset[str]] | None, node: cst.CSTNode) -> None:
+        if checked is None:
+            return
+        name, dtypes = checked
+        if name in self.positions and dtypes and name not in self.found:
+            self.found[name] = (dtypes, self.context.start(node).row)
 
-    class Visitor(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is function
-
-        def visit_Assert(self, node: cst.Assert) -> None:
-            for test in _conjuncts(node.test):
-                checked = _dtype_test(test, negated=False)
-                if checked is not None:
-                    note(*checked, node)
-
-        def visit_If(self, node: cst.If) -> None:
-            body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
-            raises = any(
-                isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[0], cst.Raise)
-                for s in body
-            )
-            if raises:
-                checked = _dtype_test(node.test, negated=True)
-                if checked is not None:
-                    note(*checked, node)
-
-    walk(function, Visitor())
-    return tuple(
-        Requirement(name, positions[name], dtypes, row) for name, (dtypes, row) in found.items()
-    )
+    def requirements(self) -> tuple[Requirement, ...]:
+        # A parameter the function binds again: its asserts are about another value.
+        return tuple(
+            Requirement(name, self.positions[name], dtypes, row)
+            for name, (dtypes, row) in self.found.items()
+            if not assignments(self.function, name)
+        )
 
 
 def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:

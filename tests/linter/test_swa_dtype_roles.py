@@ -10,11 +10,14 @@ from pathlib import Path
 
 import libcst as cst
 import pytest
+from libcst.metadata import MetadataWrapper
 
-from swacheck.analysis.conventions import _requirements
+from swacheck.analysis.conventions import role_values
+from swacheck.analysis.index import ProjectIndex
 from swacheck.analysis.names import Names
 from swacheck.analysis.roles import PAGE_TABLE, WRITE, is_full_side_name, role_of
 from swacheck.config import Config, ConfigError, config_from_table, parse_override
+from swacheck.context import FileContext
 from swacheck.engine.workspace import Workspace
 from swacheck.rules import rule_by_code
 
@@ -143,17 +146,12 @@ def test_full_side_names(name: str, full: bool) -> None:
 
 
 def _requirements_of(source: str) -> dict[str, frozenset[str]]:
-    from libcst.metadata import MetadataWrapper
-
-    from swacheck.analysis.index import ProjectIndex
-    from swacheck.analysis.names import Names as _Names
-    from swacheck.context import FileContext
-
+    """The asserted parameters of the first function of ``source``."""
     module = cst.parse_module(textwrap.dedent(source))
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    context = FileContext("f.py", module.code, wrapper, Config(), _Names(Config()), ProjectIndex())
-    function = next(s for s in wrapper.module.body if isinstance(s, cst.FunctionDef))
-    return {r.param: r.dtypes for r in _requirements(function, context)}
+    context = FileContext("f.py", module.code, wrapper, Config(), Names(Config()), ProjectIndex())
+    found = role_values(context).requirements
+    return {r.param: r.dtypes for requirements in found.values() for r in requirements}
 
 
 def test_requirements_from_asserts_raises_and_annotations() -> None:
