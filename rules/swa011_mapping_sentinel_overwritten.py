@@ -364,7 +364,7 @@ class Allocator:
         if trailing:
             self.report(
                 write.node,
-                f"{where} {write.how} {value} over the last row of `{region.attr}`, its "
+                f"{where} {write.how} {value} into the last row of `{region.attr}`, its "
                 f"trailing {design.trailing} sentinel (built at {built}): a `last_loc` of -1 "
                 f"(a request with no prefix) then translates to SWA slot {value} instead of "
                 f"{design.trailing}; reset every row but the last (I11)",
@@ -373,7 +373,7 @@ class Allocator:
         elif head:
             self.report(
                 write.node,
-                f"{where} {write.how} {value} over row 0 of `{region.attr}` (built to hold "
+                f"{where} {write.how} {value} into row 0 of `{region.attr}` (built to hold "
                 f"{design.head} at {built}): full slot 0 is the padding slot, and padded "
                 f"tokens then translate to SWA slot {value} instead of the reserved slot "
                 f"{design.head} (I11)",
@@ -434,7 +434,7 @@ def _writes(function: cst.FunctionDef, context: FileContext) -> list[_Write]:
                 value: int | None = 0
             else:
                 value = fill_value(args[0]) if args else None
-            how = {"fill_": "fills", "zero_": "zeroes to", "copy_": "copies"}[method]
+            how = {"fill_": "writes", "zero_": "writes", "copy_": "copies"}[method]
             # a narrower copy_ would need a narrower source: no fix there
             rows = func.value if method != "copy_" else None
             found.append(_Write(original_node, region, value, how, rows))
@@ -454,7 +454,7 @@ def _writes(function: cst.FunctionDef, context: FileContext) -> list[_Write]:
                     region = region_of(target.target, names, function)
                     if region is not None:
                         value = int_constant(node.value)
-                        found.append(_Write(node, region, value, "assigns", target.target))
+                        found.append(_Write(node, region, value, "writes", target.target))
 
     walk(function, Visitor())
     return found
