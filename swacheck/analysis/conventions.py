@@ -484,8 +484,12 @@ class Conventions:
                 override = passed.get(param) or passed.get(position)
             if override is not None:
                 resolved.append(Resolved(override, ALLOCATION, f"{path}:{source.row}"))
-            else:
-                resolved.extend(self.resolve(returned, helper_path, depth + 1))
+            else:  # pointing at the helper's return
+                where = f"{helper_path}:{returned.row}"
+                resolved.extend(
+                    Resolved(r.dtype, r.kind, where)
+                    for r in self.resolve(returned, helper_path, depth + 1)
+                )
         return resolved
 
     def _locate_helper(self, ref: str, path: str) -> tuple[str, str] | None:
