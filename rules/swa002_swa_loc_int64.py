@@ -97,7 +97,10 @@ class SwaLocInt64(Rule):
       first): the file's casts or asserts; else the file's own allocations; else the
       project's casts; else int32.
 
-    Evidence that disagrees with itself decides nothing; the next level does. So SGLang's
+    Evidence that disagrees with itself decides nothing; the next level does; where no
+    level decides and one disagreed (translations that return both dtypes, as 0.5.16's
+    unified pool beside the SWA pool), the role has no convention in that file and is not
+    checked against one; int32 stands only where no level has any evidence. So SGLang's
     releases to 0.5.12 (translation `.to(torch.int32)`) want int32 write locations, and
     0.5.13 and later (translation = the int64 gather, "int64 scatter index (unlike the
     int32 read page table above)") want int64 ones, while a backend that converts its
@@ -228,6 +231,25 @@ class DraftCommit:
         return swa_loc
 """,
             files={"pool.py": _POOL_INT64},
+        ),
+        # two pools translate to different dtypes (0.5.16's unified pool beside the SWA
+        # pool): write locations have no one convention there
+        Valid(
+            """
+import torch
+
+class FlashInferBackend:
+    def init_cuda_graph_state(self, max_num_tokens):
+        self.cuda_graph_swa_out_cache_loc = torch.zeros(max_num_tokens, dtype=torch.int64)
+""",
+            files={
+                "pool.py": _POOL_INT64,
+                "unified_pool.py": """
+class UnifiedSWAKVPool:
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        return self._swa_allocator.virtual_to_physical[kv_indices].to(torch.int32)
+""",
+            },
         ),
         # window indices of a kernel that takes int64, beside int32 page tables elsewhere
         Valid(

@@ -18,8 +18,11 @@ values must have and why:
   first): the file's casts or asserts; else its own allocations; else the project's
   casts; else int32.
 
-A level whose evidence disagrees with itself decides nothing; the next one does.
-``swa-loc-dtype`` set for a role replaces the inference.
+A level whose evidence disagrees with itself decides nothing; the next one does. Where no
+level decides and one disagreed (a project whose translations return both dtypes, such as
+0.5.16's unified pool beside the SWA pool), the role has no convention and nothing is
+reported against one; int32 only where no level has any evidence. ``swa-loc-dtype`` set
+for a role replaces the inference.
 """
 
 from __future__ import annotations
@@ -564,6 +567,8 @@ class Conventions:
             first = _unanimous(evidence)
             if first is not None:
                 return Convention(first.dtype, _why(scope, first, _noun(role)))
+        if any(evidence for _, evidence in levels):
+            return None  # the code holds both dtypes for the role: no one convention
         return Convention(
             DEFAULT_DTYPE,
             f"{_noun(role)} are torch.{DEFAULT_DTYPE} unless the project shows otherwise "
