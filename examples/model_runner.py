@@ -15,3 +15,9 @@ class ModelRunner:
             self.token_to_kv_pool.invalidate_loc_cache()
         self.attn_backend.init_forward_metadata(forward_batch)
         return self.model.forward(forward_batch)
+
+    def prepare_batch(self, forward_batch):
+        # Once per batch: the SWA write locations, in the int32 the SWA KV store takes.
+        forward_batch.out_cache_loc_swa = self.token_to_kv_pool.translate_loc_from_full_to_swa(
+            forward_batch.out_cache_loc
+        ).int()

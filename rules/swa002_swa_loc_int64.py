@@ -2,118 +2,285 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from functools import cache
 
 import libcst as cst
 
-from swacheck.analysis.dtypes import DtypeResolver, dtype_literal
-from swacheck.analysis.escapes import escape_of
-from swacheck.analysis.names import target_name
+from swacheck.analysis.conventions import (
+    Convention,
+    Conventions,
+    DtypeFacts,
+    FactSource,
+    Resolved,
+    RoleBinding,
+    RoleFact,
+    role_values,
+)
+from swacheck.analysis.dtypes import (
+    CAST,
+    DEFAULT,
+    GATHER,
+    HELPER,
+    TRANSLATION,
+    Source,
+    ValueDtypes,
+    dtype_literal,
+)
+from swacheck.analysis.names import call_name
+from swacheck.analysis.roles import WRITE, role_of, words
 from swacheck.config import DEFAULT_SWA_LOC_PATTERN, Config
+from swacheck.context import FileContext
 from swacheck.finding import Applicability, Fix
 from swacheck.fix_safety import safe_fix, unsafe_fix
 from swacheck.rule import Invalid, Rule, Valid
-from swacheck.triggers import word
+from swacheck.triggers import Trigger, TriggerSet, word
 
-# Factories whose result is int64 when no dtype is given (for integer data).
-_INT64_BY_DEFAULT = {"arange", "randint", "randperm", "tensor", "as_tensor", "asarray", "full"}
-_FACTORIES = _INT64_BY_DEFAULT | {
-    "zeros",
-    "ones",
-    "empty",
-    "empty_strided",
-    "zeros_like",
-    "ones_like",
-    "empty_like",
-    "full_like",
-}
-# Methods that keep their receiver's dtype.
-_DTYPE_PRESERVING = {
-    "clone",
-    "contiguous",
-    "cpu",
-    "cuda",
-    "detach",
-    "flatten",
-    "pin_memory",
-    "reshape",
-    "squeeze",
-    "unsqueeze",
-    "view",
-    "narrow",
-    "expand",
-    "repeat",
-}
-_CAST_METHODS = {"long": "int64", "int": "int32"}
+# The pools of the examples: a translation to int32 (releases to 0.5.12) and the int64
+# gather of the mapping table (0.5.13 and later).
+_POOL_INT32 = """
+import torch
+
+class SWAKVPool:
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        return self.full_to_swa_index_mapping[kv_indices].to(torch.int32)
 
 
-@dataclass(frozen=True)
-class _Hit:
-    """Where an SWA location gets the wrong integer dtype, and how to fix it there."""
+class ForwardBatch:
+    def init(self, pool):
+        self.out_cache_loc_swa = pool.translate_loc_from_full_to_swa(self.out_cache_loc)
+"""
+_POOL_INT64 = """
+import torch
 
-    node: cst.CSTNode
-    how: str
-    fix: Fix | None = None
-    # An explicit conversion (``.long()``, ``.to(...)``, ``.type(...)``), not an allocation.
-    cast: bool = False
+class SWATokenToKVPoolAllocator:
+    def __init__(self, size, device):
+        self.full_to_swa_index_mapping = torch.cat(
+            [
+                torch.zeros(size, dtype=torch.int64, device=device),
+                torch.tensor([-1], dtype=torch.int64, device=device),
+            ]
+        )
+
+
+class SWAKVPool:
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        # -1 in kv_indices maps to -1 via the sentinel appended to the mapping.
+        return self.full_to_swa_index_mapping[kv_indices]
+"""
 
 
 class SwaLocInt64(Rule):
     """
     ## What it does
-    Flags an SWA-space location tensor (`out_cache_loc_swa`, `swa_loc`, a translated
-    index buffer, ...) that is created or cast with the wrong integer dtype: int64 by
-    default (`dtype=torch.int64`/`torch.long`, `.long()`, `.to(torch.int64)`,
-    `.type(torch.LongTensor)`, factories that are int64 by default such as
-    `torch.arange(n)`, a dtype held in a variable or default argument, a gather from the
-    int64 mapping table with no cast). Targets are names, attributes, dict keys,
-    keyword arguments and dataclass fields whose name matches `swa-loc-pattern`; the
-    return value of a `translate-methods` method is checked too. A value bound to a
-    local of a function is a location where it is used as one. A gather or an explicit
-    cast into a local is an intermediate (host-side bookkeeping, a value converted
+    Flags an SWA location whose integer dtype is not what its consumer takes (I3). An SWA
+    location plays one of two roles, each with its own convention in a project:
+
+    - *write locations*, the KV stores' scatter targets (`out_cache_loc_swa`,
+      `swa_out_cache_loc`, `swa_loc=` of `KVWriteLoc`, a graph runner's or backend's
+      write-location buffer): names that match `swa-loc-pattern` and hold `loc` or
+      `slot`;
+    - *page tables and window indices*, what attention kernels read (`swa_page_table`,
+      `window_kv_indices`, `swa_kv_indices`): names that match `swa-loc-pattern` with
+      `indices`/`index`, or hold `swa` or `window` with `page_table`/`block_table`, or
+      `window` with `indices`.
+
+    Under `swa-loc-dtype = "auto"` (the default) each role's dtype is inferred from the
+    code, nearest evidence first:
+
+    - write locations: the file's own casts of them (a cast is a choice made for a
+      consumer, such as `translate(loc).to(torch.int32)` before a KV store of its own, or
+      `swa_loc.to(torch.int32)` at a store's boundary) or asserts
+      (`assert swa_loc.dtype == torch.int32`); else what the project's translation returns
+      (`translate-methods`: a gather from the int64 mapping table, or a cast of it), the
+      producer every path hands to the KV stores, or what the KV stores
+      (`kv-write-methods`) assert on an SWA location parameter; else int32;
+    - page tables and window indices (kernels differ per backend, so the file decides
+      first): the file's casts or asserts; else the file's own allocations; else the
+      project's casts; else int32.
+
+    Evidence that disagrees with itself decides nothing; the next level does; where no
+    level decides and one disagreed (translations that return both dtypes, as 0.5.16's
+    unified pool beside the SWA pool), the role has no convention in that file and is not
+    checked against one; int32 stands only where no level has any evidence. So SGLang's
+    releases to 0.5.12 (translation `.to(torch.int32)`) want int32 write locations, and
+    0.5.13 and later (translation = the int64 gather, "int64 scatter index (unlike the
+    int32 read page table above)") want int64 ones, while a backend that converts its
+    write locations to int32 for its own kernels (DeepSeek-V4's) keeps its int32.
+    `swa-loc-dtype` set to a dtype, or to a table of roles (`{ write = "int64", page-table
+    = "int32" }`), replaces the inference for the roles it names.
+
+    Where a dtype is decided is followed through views, dtype-keeping methods,
+    arithmetic with a scalar, conditionals and a function's locals: an allocation
+    (`dtype=torch.int64`, a factory that is int64 by default such as `torch.arange(n)`,
+    a dtype held in a variable or default argument), a cast (`.long()`,
+    `.to(torch.int64)`, `.type(torch.LongTensor)`), a gather from the mapping table, a
+    translation, and a helper of the project (a module-level function or a method,
+    `_alloc_loc_buffer(n)`, `self._alloc_swa_page_table(bs)`, whose returns are followed
+    the same way, in any file of the project that mentions SWA; a dtype the call passes
+    for the helper's `dtype` parameter counts instead of its default). Targets are names,
+    attributes, dict keys, keyword arguments and dataclass fields of a role. A value bound
+    to a local of a function is a location where it is used as one: a gather, cast or
+    translation into a local is an intermediate (host-side bookkeeping, a value converted
     again before use) unless the value leaves the function before the local is bound
-    again: returned, stored into an attribute or container, or passed to a Triton
-    launch (through views and dtype-keeping copies such as `.contiguous()`). An
-    allocation into a local also counts when handed to a call (a buffer holder's
-    constructor), except an allocator's (`self.swa_allocator.alloc_extend(...,
-    swa_last_loc, ...)`): that is the allocator's own input, in its index space and
-    dtype, not a KV location. Mapping tables
-    (`full_to_swa_index_mapping`) may be int64 and are never flagged.
+    again (returned, stored into an attribute or container, passed to a Triton launch);
+    an allocation also counts when handed to a call (a buffer holder's constructor),
+    except an allocator's (`self.swa_allocator.alloc_extend(..., swa_last_loc, ...)`: its
+    own input, in its index space and dtype), and a cast handed to a call is evidence of
+    what the callee takes. Mapping tables may be int64 and are never flagged.
+
+    A value also must not reach a function that asserts another dtype for it: an SWA
+    location (a name of a role, a translation or a gather) passed to a parameter its
+    function asserts (`assert loc.dtype == torch.int32`, `if loc.dtype != torch.int32:
+    raise ...`) or annotates (`loc: torch.IntTensor`) as another dtype is flagged where
+    it is passed.
 
     ## Why is this bad?
-    The SWA pool's kernels and `set_kv_buffer` index with int32 SWA locations (I3).
-    An int64 buffer costs twice the memory in every CUDA-graph bucket and forces an
-    implicit conversion (or a kernel-signature mismatch) on the hot path. SGLang PR
-    #23552 allocated `out_cache_loc_swa` as int64; review asked for int32 and the
-    padding fix finally changed it.
+    A location of the wrong dtype is converted implicitly on the hot path, fails a
+    kernel's signature, or doubles the memory of every CUDA-graph bucket. SGLang PR
+    #23552 allocated `out_cache_loc_swa` as int64 while the translation and the KV store
+    worked in int32; review asked for int32 and the padding fix changed it (0.5.12), but
+    the breakable runner's and the EAGLE draft-extend runner's buffers stayed int64. The
+    reverse holds from 0.5.13: the trtllm-gen kernels require int32 page tables, so
+    dropping the `.to(torch.int32)` of a translated SWA page table hands them int64.
 
     ## Fix safety
-    Rewriting a literal dtype (`torch.int64` -> `torch.int32`, `.long()` -> `.int()`,
-    a missing `dtype=` on an int64-by-default factory) is safe: slot numbers fit in
-    int32. Adding a cast to a gather from the mapping table is unsafe (it changes the
-    returned tensor's identity) and needs `--unsafe-fixes`. A dtype held in a variable
-    is reported at its use without a fix: the variable may serve other tensors.
+    Rewriting a literal dtype (`torch.int64` -> `torch.int32`, `.long()` -> `.int()`, a
+    missing `dtype=` on an int64-by-default factory) is safe only where the consumer is
+    known to take the new dtype: the file binds the same name to a value of it, or some
+    file binds it straight from the translation. Elsewhere it is unsafe (`--unsafe-fixes`).
+    Adding a cast to a gather or translation is unsafe (it changes the returned tensor).
+    A dtype held in a variable or returned by a helper is reported without a fix: the
+    variable or helper may serve other tensors.
     """
 
     code = "SWA002"
     name = "swa-loc-int64"
-    summary = "SWA-space location tensor created or cast with the wrong integer dtype"
+    summary = "SWA location or page table whose dtype is not what its consumer takes"
     fixes = (
-        safe_fix("it rewrites a literal dtype or adds a missing `dtype=`"),
-        unsafe_fix("it casts a gather from the mapping table"),
+        safe_fix(
+            "it rewrites a literal dtype or adds a missing `dtype=` where the consumer is "
+            "known to take the new dtype"
+        ),
+        unsafe_fix(
+            "it rewrites a literal dtype where nothing shows what the consumers take, or "
+            "casts a gather from the mapping table or a translation"
+        ),
     )
-    config_keys = ("swa-loc-pattern", "swa-loc-dtype", "mapping-attributes", "translate-methods")
+    config_keys = (
+        "swa-loc-pattern",
+        "swa-loc-dtype",
+        "mapping-attributes",
+        "translate-methods",
+        "kv-write-methods",
+    )
     invariant = "I3"
-    origin = "SGLang PR #23552 review and the padding fix"
+    origin = "SGLang PR #23552 review, the padding fix, and 0.5.13's int64 write locations"
 
     VALID = [
+        # releases to 0.5.12: the translation is int32, and so are the runners' buffers
         Valid(
             """
 import torch
 
-out_cache_loc_swa = torch.zeros((max_num_token,), dtype=torch.int32)
+class CudaGraphRunner:
+    def __init__(self, max_num_token):
+        self.out_cache_loc_swa = torch.zeros((max_num_token,), dtype=torch.int32)
+""",
+            files={"pool.py": _POOL_INT32},
+        ),
+        # 0.5.13+: int64 write locations by design, int32 page tables for the kernels
+        Valid(
+            """
+import torch
+
+class TRTLLMHABackend:
+    def init_cuda_graph_state(self, max_bs, max_num_tokens, max_pages):
+        # int64 scatter index (unlike the int32 read page table)
+        self.cuda_graph_swa_out_cache_loc = torch.zeros(max_num_tokens, dtype=torch.int64)
+        self.cuda_graph_swa_page_table = torch.zeros(max_bs, max_pages, dtype=torch.int32)
+
+    def init_forward_metadata(self, metadata, forward_batch):
+        pool = self.token_to_kv_pool
+        out_cache_loc = forward_batch.out_cache_loc
+        metadata.swa_out_cache_loc = pool.translate_loc_from_full_to_swa(out_cache_loc)
+        metadata.swa_page_table = pool.translate_loc_from_full_to_swa(metadata.page_table).to(
+            torch.int32
+        )
+""",
+            files={"pool.py": _POOL_INT64},
+        ),
+        # a backend that converts its write locations for its own int32 kernels
+        Valid(
+            """
+import torch
+
+class DeepseekV4Backend:
+    def init_cuda_graph_state(self, max_num_tokens):
+        self.cuda_graph_swa_out_cache_loc = torch.zeros(max_num_tokens, dtype=torch.int32)
+
+    def init_forward_metadata(self, metadata, out_cache_loc):
+        swa_out_cache_loc = self.pool.translate_loc_from_full_to_swa(out_cache_loc).to(torch.int32)
+        metadata.core.swa_out_cache_loc = swa_out_cache_loc
+""",
+            files={"pool.py": _POOL_INT64},
+        ),
+        # a cast at the KV store's boundary: that store's dtype (DeepSeek-V4's speculative
+        # commit path), in a project whose translation is int64
+        Valid(
+            """
+import torch
+
+class DraftCommit:
+    def store_commit_kv(self, kvs, swa_loc, pool):
+        swa_loc = swa_loc.to(torch.int32)
+        pool.set_swa_key_buffer_fused(kvs, swa_loc)
+
+    def commit_layout(self, n, device):
+        swa_loc = torch.empty(n, dtype=torch.int32, device=device)
+        _commit_layout_kernel[(n,)](swa_loc)
+        return swa_loc
+""",
+            files={"pool.py": _POOL_INT64},
+        ),
+        # two pools translate to different dtypes (0.5.16's unified pool beside the SWA
+        # pool): write locations have no one convention there
+        Valid(
+            """
+import torch
+
+class FlashInferBackend:
+    def init_cuda_graph_state(self, max_num_tokens):
+        self.cuda_graph_swa_out_cache_loc = torch.zeros(max_num_tokens, dtype=torch.int64)
+""",
+            files={
+                "pool.py": _POOL_INT64,
+                "unified_pool.py": """
+class UnifiedSWAKVPool:
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        return self._swa_allocator.virtual_to_physical[kv_indices].to(torch.int32)
+""",
+            },
+        ),
+        # window indices of a kernel that takes int64, beside int32 page tables elsewhere
+        Valid(
+            """
+import torch
+
+class TritonAttnBackend:
+    def init_cuda_graph_state(self, max_num_tokens, window):
+        self.cuda_graph_window_kv_indices = torch.zeros(max_num_tokens * window, dtype=torch.int64)
+
+def update_sliding_window_buffer(window_kv_indptr, device):
+    window_kv_indices = torch.empty(window_kv_indptr[-1], dtype=torch.int64, device=device)
+    return window_kv_indptr, window_kv_indices
+""",
+            files={
+                "flashinfer_backend.py": """
+class FlashInferBackend:
+    def init_cuda_graph_state(self, max_bs, max_pages):
+        self.swa_page_table = torch.zeros(max_bs, max_pages, dtype=torch.int32)
 """
+            },
         ),
         Valid(
             """
@@ -124,12 +291,6 @@ class Pool:
         # the mapping table itself may be int64
         self.full_to_swa_index_mapping = torch.empty(size + 1, dtype=torch.int64)
         self.out_cache_loc = torch.zeros(size, dtype=torch.int64)
-"""
-        ),
-        Valid(
-            """
-def translate_loc_from_full_to_swa(self, kv_indices):
-    return self.full_to_swa_index_mapping[kv_indices].to(torch.int32)
 """
         ),
         Valid(
@@ -153,19 +314,8 @@ def transfer_indices(self, full_indices):
             """
 # `block` holds the letters of `loc`, but block offsets are not locations
 _swa_block_offsets = torch.arange(block_size)
-"""
-        ),
-        Valid(
-            """
-swa_loc = torch.arange(n, dtype=torch.int32)
 swa_window = torch.arange(n)
 """
-        ),
-        Valid(
-            """
-swa_loc = torch.arange(n).long()
-""",
-            config={"swa-loc-dtype": "int64"},
         ),
         # the allocator's own input (its index space is int64 by design), not a KV location
         Valid(
@@ -184,8 +334,215 @@ def slots_for_kernel(self, loc):
     return swa_loc
 """
         ),
+        # a parametric helper, given the project's dtype
+        Valid(
+            """
+import torch
+
+def _alloc_index_buffer(size, device, dtype=torch.int64):
+    return torch.zeros(size, dtype=dtype, device=device)
+
+class Runner:
+    def __init__(self, size, device):
+        self.out_cache_loc_swa = _alloc_index_buffer(size, device, dtype=torch.int32)
+""",
+            files={"pool.py": _POOL_INT32},
+        ),
+        # configured per role
+        Valid(
+            """
+self.cuda_graph_swa_out_cache_loc = torch.zeros(n, dtype=torch.int64)
+self.swa_page_table = torch.zeros(bs, pages, dtype=torch.int32)
+""",
+            config={"swa-loc-dtype": {"write": "int64", "page-table": "int32"}},
+        ),
+        Valid(
+            """
+swa_loc = torch.arange(n).long()
+""",
+            config={"swa-loc-dtype": "int64"},
+        ),
     ]
     INVALID = [
+        # 0.5.11: an int64 buffer in a project whose translation (and KV store) is int32;
+        # the batch's field of that name holds the translation, so the fix is safe
+        Invalid(
+            """
+import torch
+
+class CudaGraphRunner:
+    def make_buffers(self, max_num_token, is_hybrid_swa):
+        out_cache_loc_swa = (
+            torch.zeros((max_num_token,), dtype=torch.int64) if is_hybrid_swa else None
+        )
+        return GraphInputBuffers(out_cache_loc_swa=out_cache_loc_swa)
+""",
+            line=7,
+            files={"pool.py": _POOL_INT32},
+            fixed="""
+import torch
+
+class CudaGraphRunner:
+    def make_buffers(self, max_num_token, is_hybrid_swa):
+        out_cache_loc_swa = (
+            torch.zeros((max_num_token,), dtype=torch.int32) if is_hybrid_swa else None
+        )
+        return GraphInputBuffers(out_cache_loc_swa=out_cache_loc_swa)
+""",
+        ),
+        # the EAGLE draft-extend runner's dict buffer
+        Invalid(
+            """
+import torch
+
+class DraftExtendCudaGraphRunner:
+    def __init__(self, max_num_tokens):
+        self.cuda_graph_buffers = {}
+        self.cuda_graph_buffers["swa_out_cache_loc"] = torch.ones(
+            (max_num_tokens,), dtype=torch.int64
+        )
+""",
+            line=8,
+            files={"pool.py": _POOL_INT32},
+            fixed="""
+import torch
+
+class DraftExtendCudaGraphRunner:
+    def __init__(self, max_num_tokens):
+        self.cuda_graph_buffers = {}
+        self.cuda_graph_buffers["swa_out_cache_loc"] = torch.ones(
+            (max_num_tokens,), dtype=torch.int32
+        )
+""",
+        ),
+        # int64 through a module-level helper that never mentions SWA
+        Invalid(
+            """
+import torch
+
+def _make_loc_buffer(size, device):
+    return torch.zeros(size, dtype=torch.int64, device=device)
+
+class PiecewiseCudaGraphRunner:
+    def __init__(self, max_num_tokens, device):
+        self.out_cache_loc_swa = _make_loc_buffer(max_num_tokens, device)
+""",
+            line=9,
+            files={"pool.py": _POOL_INT32},
+        ),
+        # ... and through a helper of another file, whose default dtype the call keeps
+        Invalid(
+            """
+from buffers import alloc_index_buffer
+
+class BreakableCudaGraphRunner:
+    def __init__(self, max_num_tokens, device):
+        self.out_cache_loc_swa = alloc_index_buffer(max_num_tokens, device)
+""",
+            line=6,
+            files={
+                "pool.py": _POOL_INT32,
+                "buffers.py": """
+\"\"\"Index buffers of the CUDA-graph runners (full and SWA).\"\"\"
+import torch
+
+def alloc_index_buffer(size, device, dtype=torch.long):
+    buffer = torch.zeros(size, dtype=dtype, device=device)
+    return buffer
+""",
+            },
+        ),
+        # 0.5.13+: the cast the trtllm-gen kernels need dropped from the SWA page table;
+        # this file's page tables are int32, the translation is int64
+        Invalid(
+            """
+import torch
+
+class TRTLLMHABackend:
+    def _alloc_swa_page_table(self, max_bs, max_pages):
+        return torch.zeros(max_bs, max_pages, dtype=torch.int32, device=self.device)
+
+    def _translate_swa(self, token_indices):
+        shape = token_indices.shape
+        return self.swa_pool.translate_loc_from_full_to_swa(token_indices.reshape(-1)).reshape(
+            shape
+        )
+
+    def init_cuda_graph_state(self, max_bs, max_pages):
+        self.decode_metadata = {"swa_page_table": self._alloc_swa_page_table(max_bs, max_pages)}
+
+    def init_forward_metadata(self, metadata):
+        metadata.swa_page_table = self._translate_swa(metadata.page_table)
+""",
+            line=18,
+            files={"pool.py": _POOL_INT64},
+        ),
+        # an int64 page table handed to a kernel wrapper that requires int32
+        Invalid(
+            """
+import torch
+
+def paged_swa_decode(q, swa_page_table, seq_lens):
+    assert swa_page_table.dtype == torch.int32, "the kernel indexes pages with int32"
+    return q
+
+class Backend:
+    def forward_decode(self, q, metadata):
+        swa_page_table = self.pool.translate_loc_from_full_to_swa(metadata.page_table)
+        return paged_swa_decode(q, swa_page_table, metadata.seq_lens)
+""",
+            line=11,
+            files={"pool.py": _POOL_INT64},
+        ),
+        # 0.5.13+: a new backend's int32 graph buffer, while its eager path hands the
+        # translation's int64 to the same KV store
+        Invalid(
+            """
+import torch
+
+class NewBackend:
+    def init_cuda_graph_state(self, max_num_tokens):
+        self.cuda_graph_swa_out_cache_loc = torch.zeros(max_num_tokens, dtype=torch.int32)
+
+    def init_forward_metadata(self, metadata, forward_batch):
+        metadata.swa_out_cache_loc = self.pool.translate_loc_from_full_to_swa(
+            forward_batch.out_cache_loc
+        )
+""",
+            line=6,
+            files={"pool.py": _POOL_INT64},
+            fixed="""
+import torch
+
+class NewBackend:
+    def init_cuda_graph_state(self, max_num_tokens):
+        self.cuda_graph_swa_out_cache_loc = torch.zeros(max_num_tokens, dtype=torch.int64)
+
+    def init_forward_metadata(self, metadata, forward_batch):
+        metadata.swa_out_cache_loc = self.pool.translate_loc_from_full_to_swa(
+            forward_batch.out_cache_loc
+        )
+""",
+        ),
+        # a backend that converts to int32 for its kernels, but not on this path
+        Invalid(
+            """
+import torch
+
+class DeepseekV4Backend:
+    def init_forward_metadata(self, metadata, out_cache_loc):
+        metadata.core.swa_out_cache_loc = self.pool.translate_loc_from_full_to_swa(
+            out_cache_loc
+        ).to(torch.int32)
+
+    def init_forward_metadata_draft(self, metadata, out_cache_loc):
+        metadata.core.swa_out_cache_loc = self.pool.translate_loc_from_full_to_swa(out_cache_loc)
+""",
+            line=11,
+            files={"pool.py": _POOL_INT64},
+        ),
+        # where the project shows nothing else, SWA write locations are int32 (the fix
+        # is unsafe: nothing shows what the consumers take)
         Invalid(
             """
 import torch
@@ -199,27 +556,25 @@ import torch
 out_cache_loc_swa = torch.zeros((max_num_token,), dtype=torch.int32)
 """,
         ),
+        # one path casts to int64 where the file and the translation say int32
         Invalid(
             """
-import torch
+class Backend:
+    def init_forward_metadata(self, metadata, loc):
+        metadata.swa_loc = self.pool.translate_loc_from_full_to_swa(loc).int()
 
-def create(max_num_token, is_hybrid_swa):
-    out_cache_loc_swa = (
-        torch.zeros((max_num_token,), dtype=torch.int64)
-        if is_hybrid_swa
-        else None
-    )
-    return out_cache_loc_swa
+    def init_forward_metadata_replay(self, metadata, loc):
+        metadata.swa_loc = loc.long()
 """,
-            line=6,
-        ),
-        Invalid(
-            """
-self.swa_loc = loc.long()
-""",
-            line=2,
+            line=7,
+            files={"pool.py": _POOL_INT32},
             fixed="""
-self.swa_loc = loc.int()
+class Backend:
+    def init_forward_metadata(self, metadata, loc):
+        metadata.swa_loc = self.pool.translate_loc_from_full_to_swa(loc).int()
+
+    def init_forward_metadata_replay(self, metadata, loc):
+        metadata.swa_loc = loc.int()
 """,
         ),
         Invalid(
@@ -227,17 +582,18 @@ self.swa_loc = loc.int()
 bufs["swa_out_cache_loc"] = loc.to(torch.long)
 """,
             line=2,
+            config={"swa-loc-dtype": "int32"},
             fixed="""
 bufs["swa_out_cache_loc"] = loc.to(torch.int32)
 """,
         ),
         Invalid(
             """
-swa_indices = torch.arange(num_tokens, device=device)
+swa_slots = torch.arange(num_tokens, device=device)
 """,
             line=2,
             fixed="""
-swa_indices = torch.arange(num_tokens, device=device, dtype=torch.int32)
+swa_slots = torch.arange(num_tokens, device=device, dtype=torch.int32)
 """,
         ),
         Invalid(
@@ -263,13 +619,6 @@ class DecodeInputBuffers:
         ),
         Invalid(
             """
-def translate_loc_from_full_to_swa(self, kv_indices):
-    return self.full_to_swa_index_mapping[kv_indices]
-""",
-            line=3,
-        ),
-        Invalid(
-            """
 buffers = DecodeInputBuffers(out_cache_loc_swa=torch.full((bs,), 0))
 """,
             line=2,
@@ -279,17 +628,9 @@ buffers = DecodeInputBuffers(out_cache_loc_swa=torch.full((bs,), 0))
 metadata.swa_loc = loc.to(device, dtype=torch.int64, non_blocking=True)
 """,
             line=2,
+            config={"swa-loc-dtype": {"write": "int32"}},
         ),
-        # allocated into a local and handed to the object that keeps it
-        Invalid(
-            """
-def make_buffers(max_tokens, is_hybrid_swa):
-    out_cache_loc_swa = torch.zeros((max_tokens,), dtype=torch.int64)
-    return GraphInputBuffers(out_cache_loc_swa=out_cache_loc_swa)
-""",
-            line=3,
-        ),
-        # a local gather that escapes: returned, stored on the object, handed to a kernel
+        # a local gather that escapes: returned
         Invalid(
             """
 def swa_slots(self, loc):
@@ -300,268 +641,256 @@ def swa_slots(self, loc):
         ),
         Invalid(
             """
-def prepare(self, loc):
-    swa_loc = loc.long()
-    self.cached_swa_loc = swa_loc
+def store(self, k, loc, grid):
+    swa_loc = loc.to(torch.int64)
+    store_kv_kernel[grid](k, swa_loc.contiguous(), self.k_buffer)
 """,
             line=3,
-            fixed="""
-def prepare(self, loc):
-    swa_loc = loc.int()
-    self.cached_swa_loc = swa_loc
-""",
+            config={"swa-loc-dtype": "int32"},
         ),
+        # configured: the translation's own result is checked too
         Invalid(
             """
-def store(self, k, loc, grid):
-    swa_indices = loc.to(torch.int64)
-    store_kv_kernel[grid](k, swa_indices.contiguous(), self.k_buffer)
+def translate_loc_from_full_to_swa(self, kv_indices):
+    return self.full_to_swa_index_mapping[kv_indices]
 """,
             line=3,
+            config={"swa-loc-dtype": "int32"},
         ),
         Invalid(
             """
 self.swa_loc = loc.int()
 """,
             line=2,
-            config={"swa-loc-dtype": "int64"},
+            config={"swa-loc-dtype": {"write": "int64"}},
             fixed="""
 self.swa_loc = loc.long()
 """,
         ),
     ]
 
-    # A finding and the dtype it follows lie in one function (or module-level code).
-    region_safe = True
+    # Not region-safe: a helper's result is followed to its definition, which need not
+    # mention SWA (``_alloc_loc_buffer``); such helpers are read only in files holding a
+    # trigger (``collect_facts``), so the prefilter never changes a finding.
+    region_safe = False
 
     @classmethod
-    def triggers(cls, config: Config) -> frozenset[str] | None:
-        """The default pattern needs the word ``swa`` bounded by ``_`` or a non-identifier
-        character (so ``swap`` does not count); a translate method's name for its result.
-        A custom pattern has no known fixed part: no prefilter."""
+    def triggers(cls, config: Config) -> frozenset[Trigger] | None:
+        """A role's name has the word ``swa`` or ``window`` (default pattern); a
+        translation or a gather names a translate method or the mapping. A custom
+        pattern has no known fixed part: no prefilter."""
         if config.swa_loc_pattern != DEFAULT_SWA_LOC_PATTERN:
             return None
-        return frozenset({word("swa"), *config.translate_methods})
+        return frozenset(
+            {word("swa"), word("window"), *config.translate_methods, *config.mapping_attributes}
+        )
 
-    def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
+    @classmethod
+    def collect_facts(cls, context: FileContext) -> DtypeFacts | None:
+        """The file's role values, translations, helpers and asserts; only in files that
+        hold a trigger, so that the files the prefilter keeps decide alone."""
+        triggers = cls.triggers(context.config)
+        if triggers is not None and not _trigger_set(triggers).matches(context.text.encode()):
+            return None
+        return role_values(context).facts(context)
+
+    def __init__(self, context: FileContext) -> None:
         super().__init__(context)
-        self.expected = context.config.swa_loc_dtype
-        self.dtypes = DtypeResolver(context)
-
-    # -- binding sites --------------------------------------------------------------
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        for target in node.targets:
-            self._check_binding(target.target, node.value, node)
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        if node.value is not None:
-            self._check_binding(node.target, node.value, node)
-
-    def visit_Arg(self, node: cst.Arg) -> None:
-        if node.keyword is not None and self.context.names.is_swa_loc(node.keyword.value):
-            self._check_value(node.keyword.value, node.value)
-
-    def visit_DictElement(self, node: cst.DictElement) -> None:
-        if isinstance(node.key, cst.SimpleString):
-            key = node.key.evaluated_value
-            if isinstance(key, str) and self.context.names.is_swa_loc(key):
-                self._check_value(key, node.value)
-
-    def visit_Return(self, node: cst.Return) -> None:
-        func = self.context.enclosing(node, cst.FunctionDef)
-        if node.value is not None and func and self.context.names.is_translate(func.name.value):
-            self._check_value(f"{func.name.value}()'s result", node.value)
-
-    def _check_binding(
-        self, target: cst.BaseExpression, value: cst.BaseExpression, statement: cst.CSTNode
-    ) -> None:
-        name = target_name(target)
-        if name is None or not self.context.names.is_swa_loc(name):
-            return
-        hits = list(self._wrong_dtype(value))
-        function = self.context.enclosing(statement, cst.FunctionDef)
-        if not hits or not isinstance(target, cst.Name) or function is None:
-            self._report_hits(name, hits)  # an attribute, a key, a module global: kept
-            return
-        # A value bound to a local of a function is a location where it is used as one.
-        # A gather or an explicit cast is an intermediate (host-side bookkeeping such as
-        # freeing slots, indices converted for a transfer API) unless it leaves the
-        # function: returned, stored on an object, handed to a kernel. An allocation
-        # also counts when handed to a call, but not to an allocator's (its own input,
-        # in its index space and dtype: SGLang's `swa_last_loc` for the paged
-        # sub-allocator).
-        leaves = escape_of(function, statement, name)
-        if leaves is None:
-            hits = [h for h in self._wrong_dtype(value, gathers=False) if not h.cast]
-            leaves = escape_of(function, statement, name, calls=True) if hits else None
-        if leaves is not None:
-            row = self.context.start(leaves.node).row
-            self._report_hits(name, hits, leaves=f" and is {leaves.how} at line {row}")
-
-    def _check_value(self, name: str, value: cst.BaseExpression) -> None:
-        self._report_hits(name, list(self._wrong_dtype(value)))
-
-    def _report_hits(self, name: str, hits: list[_Hit], leaves: str = "") -> None:
-        for hit in hits:
-            self.report(
-                hit.node,
-                f"SWA location `{name}` {hit.how}{leaves}; SWA-space locations must be "
-                f"torch.{self.expected} (I3)",
-                fix=hit.fix,
-            )
-
-    # -- value analysis -------------------------------------------------------------
+        self.values = ValueDtypes(context)
+        self._conventions: Conventions | None = None
+        self._reported: set[int] = set()
 
     @property
-    def wrong(self) -> str:
-        return "int64" if self.expected == "int32" else "int32"
+    def conventions(self) -> Conventions:
+        if self._conventions is None:
+            self._conventions = Conventions.of(self.context, self.code)
+        return self._conventions
 
-    def _wrong_dtype(self, expr: cst.BaseExpression, gathers: bool = True) -> Iterator[_Hit]:
-        if isinstance(expr, cst.IfExp):
-            yield from self._wrong_dtype(expr.body, gathers)
-            yield from self._wrong_dtype(expr.orelse, gathers)
-        elif isinstance(expr, cst.Lambda):
-            yield from self._wrong_dtype(expr.body, gathers)
-        elif isinstance(expr, cst.Subscript):
-            if gathers:
-                yield from self._gather(expr)
-        elif isinstance(expr, cst.Call):
-            yield from self._call(expr)
+    # -- bindings against their role's convention ------------------------------------------
 
-    def _gather(self, expr: cst.Subscript) -> Iterator[_Hit]:
-        base = expr.value
-        if isinstance(base, cst.Attribute | cst.Name) and self.context.names.is_mapping(
-            target_name(base) or ""
-        ):
-            if self.expected == "int32":
-                cast = f"{self.context.module.code_for_node(expr)}.to(torch.int32)"
-                yield _Hit(
-                    expr,
-                    "is a gather from the int64 mapping table with no cast",
-                    self.context.replace(
-                        expr,
-                        cast,
-                        "Cast the gathered locations to torch.int32",
-                        Applicability.UNSAFE,
-                    ),
-                )
-        else:
-            yield from self._wrong_dtype(base)
+    def leave_Module(self, original_node: cst.Module) -> None:
+        ctx = self.context
+        found = role_values(ctx)
+        if not found.bindings and not found.translate_returns:
+            return
+        facts = [
+            RoleFact(b.role, b.slot, tuple(FactSource.of(s, ctx) for s in b.sources))
+            for b in found.bindings
+        ]
+        conventions: dict[str, Convention | None] = {}
 
-    def _call(self, call: cst.Call) -> Iterator[_Hit]:
-        func = call.func
-        if isinstance(func, cst.Name) and func.value == "field":
-            for arg in call.args:
-                if arg.keyword and arg.keyword.value in ("default", "default_factory"):
-                    yield from self._wrong_dtype(arg.value)
-            return
-        if not isinstance(func, cst.Attribute):
-            return
-        method = func.attr.value
-        receiver = func.value
-        module_call = isinstance(receiver, cst.Name) and receiver.value == "torch"
-        if module_call and method in _FACTORIES:
-            yield from self._factory(call, method, receiver)
-        elif method in _CAST_METHODS and not call.args:
-            if _CAST_METHODS[method] == self.wrong:
-                replacement = "int" if self.expected == "int32" else "long"
-                yield _Hit(
-                    func.attr,
-                    f"is cast with .{method}()",
-                    self.context.replace(func.attr, replacement, f"Use .{replacement}()"),
-                    cast=True,
-                )
-        elif method in ("to", "type"):
-            dtype_hit = False
-            for arg in call.args:
-                if arg.keyword is not None and arg.keyword.value != "dtype":
-                    continue
-                yield from self._dtype_argument(arg.value, f".{method}(...)", cast=True)
-                if self.dtypes.dtypes_of(arg.value):
-                    dtype_hit = True
-            if not dtype_hit:
-                yield from self._wrong_dtype(receiver)
-        elif method in _DTYPE_PRESERVING:
-            yield from self._wrong_dtype(receiver)
+        def convention(role: str) -> Convention | None:
+            if role not in conventions:
+                conventions[role] = self.conventions.convention(ctx.path, role, facts)
+            return conventions[role]
 
-    def _factory(self, call: cst.Call, method: str, torch_name: cst.Name) -> Iterator[_Hit]:
-        dtype_args = [a for a in call.args if a.keyword and a.keyword.value == "dtype"]
-        if dtype_args:
-            yield from self._dtype_argument(dtype_args[0].value, f"torch.{method}(...)")
+        for binding, fact in zip(found.bindings, facts, strict=True):
+            expected = convention(binding.role)
+            if expected is None or not binding.checked:
+                continue
+            for source, fact_source in zip(binding.sources, fact.sources, strict=True):
+                self._check(binding, source, fact_source, expected, facts)
+        # A translation's own result is the write convention, unless configured.
+        if ctx.config.swa_dtype_for(WRITE) != "auto":
+            expected = convention(WRITE)
+            assert expected is not None
+            for method, source in found.translate_returns:
+                binding = RoleBinding(WRITE, f"{method}()'s result", [source])
+                self._check(binding, source, FactSource.of(source, ctx), expected, facts)
+
+    def _check(
+        self,
+        binding: RoleBinding,
+        source: Source,
+        fact: FactSource,
+        expected: Convention,
+        facts: list[RoleFact],
+    ) -> None:
+        resolved = [r for r in self.conventions.resolve(fact, self.context.path)]
+        wrong = [r for r in resolved if r.dtype != expected.dtype]
+        if not wrong or id(source.node) in self._reported:
             return
-        if method not in _INT64_BY_DEFAULT or self.wrong != "int64":
-            return
-        if not self._integer_data(call, method):
-            return
-        new_arg = cst.Arg(
-            keyword=cst.Name("dtype"),
-            value=cst.Attribute(cst.Name(torch_name.value), cst.Name(self.expected)),
-            equal=cst.AssignEqual(
-                whitespace_before=cst.SimpleWhitespace(""),
-                whitespace_after=cst.SimpleWhitespace(""),
-            ),
+        self._reported.add(id(source.node))
+        safe = expected.known or self.conventions.slot_takes(
+            self.context.path, binding.role, binding.slot, expected.dtype, facts
         )
-        args = list(call.args)
-        if args and args[-1].comma is not cst.MaybeSentinel.DEFAULT:
-            # keep a trailing comma's formatting: add ours after it
-            args[-1] = args[-1].with_changes(
-                comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        self.report(
+            source.node,
+            f"{_noun(binding)} `{binding.slot}` {_phrase(source, wrong[0])}{binding.leaves}; "
+            f"{expected.why} (I3)",
+            fix=self._fix(source, expected.dtype, safe),
+        )
+
+    # -- values handed to a function that asserts their dtype ------------------------------
+
+    def visit_Call(self, node: cst.Call) -> None:
+        name = call_name(node)
+        if name is None:
+            return
+        requirements = self.conventions.requirements_of(name)
+        if not requirements:
+            return
+        for position, arg in enumerate(node.args):
+            keyword = arg.keyword.value if arg.keyword is not None else None
+            wanted = {
+                frozenset(r.dtypes): (path, r)
+                for path, r in requirements
+                if (r.param == keyword if keyword else r.position == position)
+            }
+            if len(wanted) != 1:
+                continue  # not a required parameter, or functions of that name disagree
+            path, requirement = next(iter(wanted.values()))
+            self._check_argument(arg.value, name, path, requirement)
+
+    def _check_argument(self, value: cst.BaseExpression, function: str, path: str, requirement):  # type: ignore[no-untyped-def]
+        sources = self.values.sources(value)
+        last = _last_name(value)
+        swa = bool(last and role_of(last, self.context.names)) or any(
+            s.kind in (TRANSLATION, GATHER) for s in sources
+        )
+        if not swa:
+            return
+        for source in sources:
+            resolved = self.conventions.resolve(
+                FactSource.of(source, self.context), self.context.path
             )
-        fixed = call.with_changes(args=[*args, new_arg])
-        yield _Hit(
-            call,
-            f"is created by torch.{method}(...) with no dtype, which is int64",
-            self.context.replace(call, fixed, f"Pass dtype=torch.{self.expected}"),
-        )
-
-    def _integer_data(self, call: cst.Call, method: str) -> bool:
-        """Whether an int64-by-default factory gets integer (not float) data here."""
-        positional = [a.value for a in call.args if a.keyword is None]
-        if method in ("randint", "randperm"):
-            return True
-        if method == "full":
-            return len(positional) >= 2 and _is_int_literal(positional[1])
-        if method == "arange":
-            return bool(positional) and not any(isinstance(a, cst.Float) for a in positional)
-        # tensor / as_tensor / asarray: a literal list or tuple of ints
-        return bool(positional) and _is_int_sequence(positional[0])
-
-    def _dtype_argument(
-        self, value: cst.BaseExpression, where: str, cast: bool = False
-    ) -> Iterator[_Hit]:
-        dtypes = self.dtypes.dtypes_of(value)
-        if self.wrong not in dtypes:
-            return
-        literal = dtype_literal(value)
-        if literal is not None:
-            prefix = literal.rsplit(".", 1)[0]
-            if literal.endswith("Tensor"):
-                new = f"{prefix}.{'IntTensor' if self.expected == 'int32' else 'LongTensor'}"
-            else:
-                new = f"{prefix}.{self.expected}"
-            yield _Hit(
+            dtypes = {r.dtype for r in resolved}
+            if not dtypes or dtypes & requirement.dtypes or id(value) in self._reported:
+                continue
+            self._reported.add(id(value))
+            wanted = " or ".join(f"torch.{d}" for d in sorted(requirement.dtypes))
+            text = self.context.module.code_for_node(value)
+            self.report(
                 value,
-                f"gets {literal} in {where}",
-                self.context.replace(value, new, f"Use {new}"),
-                cast=cast,
+                f"SWA location `{text}` {_phrase(source, resolved[0])} but `{function}()` "
+                f"requires {wanted} for `{requirement.param}` ({path}:{requirement.row}) (I3)",
             )
+
+    # -- fixes -----------------------------------------------------------------------------
+
+    def _fix(self, source: Source, dtype: str, safe: bool) -> Fix | None:
+        ctx = self.context
+        applicability = Applicability.SAFE if safe else Applicability.UNSAFE
+        node = source.node
+        if source.kind in (GATHER, TRANSLATION):
+            code = ctx.module.code_for_node(node)
+            return ctx.replace(
+                node,
+                f"{code}.to(torch.{dtype})",
+                f"Cast the SWA locations to torch.{dtype}",
+                Applicability.UNSAFE,
+            )
+        if source.kind == HELPER or not source.literal:
+            return None
+        if source.kind == DEFAULT and isinstance(node, cst.Call):
+            return ctx.replace(
+                node, _with_dtype(node, dtype), f"Pass dtype=torch.{dtype}", applicability
+            )
+        if source.kind == CAST and isinstance(node, cst.Name):  # .long() / .int()
+            method = "int" if dtype == "int32" else "long"
+            return ctx.replace(node, method, f"Use .{method}()", applicability)
+        literal = dtype_literal(node) if isinstance(node, cst.BaseExpression) else None
+        if literal is None:
+            return None
+        prefix = literal.rsplit(".", 1)[0]
+        if literal.endswith("Tensor"):
+            new = f"{prefix}.{'IntTensor' if dtype == 'int32' else 'LongTensor'}"
         else:
-            origin = self.dtypes.origin_of(value)
-            yield _Hit(
-                value, f"gets torch.{self.wrong} in {where} (dtype from {origin})", cast=cast
-            )
+            new = f"{prefix}.{dtype}"
+        return ctx.replace(node, new, f"Use {new}", applicability)
 
 
-def _is_int_literal(node: cst.BaseExpression) -> bool:
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
-        node = node.expression
-    return isinstance(node, cst.Integer)
+@cache
+def _trigger_set(triggers: frozenset[Trigger]) -> TriggerSet:
+    return TriggerSet(triggers)
 
 
-def _is_int_sequence(node: cst.BaseExpression) -> bool:
-    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
-        return _is_int_sequence(node.left) or _is_int_sequence(node.right)
-    if isinstance(node, cst.List | cst.Tuple):
-        return bool(node.elements) and all(_is_int_literal(e.value) for e in node.elements)
-    return False
+def _noun(binding: RoleBinding) -> str:
+    if binding.role == WRITE:
+        return "SWA write location"
+    found = words(binding.slot)
+    return "SWA page table" if "table" in found else "SWA window index"
+
+
+def _phrase(source: Source, resolved: Resolved) -> str:
+    """How the value gets its dtype, for a message."""
+    if source.kind == DEFAULT:
+        return f"is created by {source.what}, which is int64"
+    if source.kind == CAST and source.literal and isinstance(source.node, cst.Name):
+        return f"is cast with {source.what}"
+    if source.kind == GATHER:
+        return f"is a gather from the {resolved.dtype} mapping table with no cast"
+    if source.kind == TRANSLATION:
+        return f"is {source.what}'s torch.{resolved.dtype} result"
+    if source.kind == HELPER:
+        return f"is torch.{resolved.dtype} from {source.what} ({resolved.where})"
+    return f"gets {source.what}"
+
+
+def _with_dtype(call: cst.Call, dtype: str) -> cst.Call:
+    """``call`` with ``dtype=torch.<dtype>`` added after its arguments."""
+    torch_name = call.func.value if isinstance(call.func, cst.Attribute) else cst.Name("torch")
+    assert isinstance(torch_name, cst.Name)
+    new_arg = cst.Arg(
+        keyword=cst.Name("dtype"),
+        value=cst.Attribute(cst.Name(torch_name.value), cst.Name(dtype)),
+        equal=cst.AssignEqual(
+            whitespace_before=cst.SimpleWhitespace(""),
+            whitespace_after=cst.SimpleWhitespace(""),
+        ),
+    )
+    args = list(call.args)
+    if args and args[-1].comma is not cst.MaybeSentinel.DEFAULT:
+        # keep a trailing comma's formatting: add ours after it
+        args[-1] = args[-1].with_changes(
+            comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        )
+    return call.with_changes(args=[*args, new_arg])
+
+
+def _last_name(node: cst.BaseExpression) -> str | None:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    return None

@@ -35,9 +35,9 @@ from typing import Any
 
 import torch
 
-from swacheck.config import DTYPE_ROLES, Config
+from swacheck.config import SWA_ROLES, Config
 
-WRITE, PAGE_TABLE = DTYPE_ROLES
+WRITE, PAGE_TABLE = SWA_ROLES
 AUTO = "auto"
 # What an unset "auto" role is judged against at a safe point (the design card's I3).
 FALLBACK = torch.int32
@@ -79,9 +79,9 @@ class DtypeContract:
 
     def __init__(self, spec: Any, on_learned: Callable[[str], None] | None = None) -> None:
         if isinstance(spec, Mapping):
-            self._allowed = {role: _dtypes(spec.get(role, AUTO)) for role in DTYPE_ROLES}
+            self._allowed = {role: _dtypes(spec.get(role, AUTO)) for role in SWA_ROLES}
         else:
-            self._allowed = dict.fromkeys(DTYPE_ROLES, _dtypes(spec))
+            self._allowed = dict.fromkeys(SWA_ROLES, _dtypes(spec))
         self.auto = {role for role, allowed in self._allowed.items() if allowed is None}
         # How each learned role was learned, for a message.
         self.learned_from: dict[str, str] = {}
@@ -120,7 +120,7 @@ class DtypeContract:
 
     def settle(self) -> None:
         """A safe point: auto roles that learned nothing take the fallback (int32)."""
-        for role in DTYPE_ROLES:
+        for role in SWA_ROLES:
             if self._allowed[role] is None:
                 self.learn(role, FALLBACK, "nothing observed: the design card's default")
 

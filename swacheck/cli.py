@@ -484,7 +484,7 @@ def _show_settings(
         if isinstance(value, tuple):
             value = list(value)
         elif not isinstance(value, str | bool | int | float):
-            value = {key: list(codes) for key, codes in value.items()}
+            value = {k: v if isinstance(v, str) else list(v) for k, v in value.items()}
         print(f"{field.name.replace('_', '-')} = {json.dumps(value)}")
     print()
     enabled = [spec.code for spec in selection.rules] + sorted(selection.engine_codes)

@@ -42,6 +42,11 @@ INTEGER_DTYPES = ("int32", "int64")
 MAX_FILE_SIZE = 2**40
 MAX_FILE_TIME = 86_400
 MAX_FILE_MEMORY = 2**30
+# The roles an SWA location plays (I3): the KV stores' scatter targets, and the page
+# tables / window indices attention kernels read. ``swa-loc-dtype`` sets each role's
+# dtype, or ``auto``: inferred from the project (``swacheck.analysis.conventions``).
+SWA_ROLES = ("write", "page-table")
+AUTO = "auto"
 # How a pool caches translations, for the runtime sanitizer (``auto``: observed).
 CACHE_MODELS = ("auto", "none", "memoising", "attribute")
 
@@ -52,7 +57,8 @@ class Config:
     invalidate_methods: tuple[str, ...] = ("invalidate_loc_cache",)
     translate_methods: tuple[str, ...] = ("translate_loc_from_full_to_swa",)
     swa_loc_pattern: str = DEFAULT_SWA_LOC_PATTERN
-    swa_loc_dtype: str = "int32"
+    # ``auto``, one dtype for every role, or a table of roles (see ``swa_dtype_for``).
+    swa_loc_dtype: str | Mapping[str, str] = AUTO
     # The runtime sanitizer's names (the linter ignores them): attributes a pool keeps
     # translations in, how pools cache (``cache-model``), the dtypes SWA locations may
     # have where they are consumed (empty: ``swa-loc-dtype``), whether a translation's
@@ -118,16 +124,19 @@ class Config:
                     f"{key}: expected 0 (no limit) or a positive number up to {most:,}, "
                     f"got {limit!r}"
                 )
-        if self.swa_loc_dtype not in INTEGER_DTYPES:
-            raise ConfigError(
-                f"swa-loc-dtype: expected one of {', '.join(INTEGER_DTYPES)}, "
-                f"got {self.swa_loc_dtype!r}"
-            )
+        _check_swa_loc_dtype(self.swa_loc_dtype)
         _check_dtype_spec("runtime-swa-loc-dtypes", self.runtime_swa_loc_dtypes)
         if self.cache_model not in CACHE_MODELS:
             raise ConfigError(
                 f"cache-model: expected one of {', '.join(CACHE_MODELS)}, got {self.cache_model!r}"
             )
+
+    def swa_dtype_for(self, role: str) -> str:
+        """The dtype ``swa-loc-dtype`` sets for ``role`` (one of :data:`SWA_ROLES`):
+        ``int32``, ``int64``, or ``auto`` (inferred from the project)."""
+        if isinstance(self.swa_loc_dtype, str):
+            return self.swa_loc_dtype
+        return self.swa_loc_dtype.get(role, AUTO)
 
     @property
     def root(self) -> Path | None:
@@ -155,9 +164,8 @@ class Config:
         return ";".join(parts)
 
 
-# The roles of SWA locations a dtype table may name, and what each value may be.
-DTYPE_ROLES = ("write", "page-table")
-_DTYPE_VALUES = ("auto", *INTEGER_DTYPES)
+# What a role's dtype may be in ``runtime-swa-loc-dtypes``.
+_DTYPE_VALUES = (AUTO, *INTEGER_DTYPES)
 
 
 def _check_dtype_spec(key: str, value: Any) -> None:
@@ -165,8 +173,8 @@ def _check_dtype_spec(key: str, value: Any) -> None:
     values are any of those (``{ write = "int64", page-table = "int32" }``)."""
     if isinstance(value, Mapping):
         for role, inner in value.items():
-            if role not in DTYPE_ROLES:
-                raise ConfigError(f"{key}: unknown role {role!r} (roles: {', '.join(DTYPE_ROLES)})")
+            if role not in SWA_ROLES:
+                raise ConfigError(f"{key}: unknown role {role!r} (roles: {', '.join(SWA_ROLES)})")
             if isinstance(inner, Mapping):
                 raise ConfigError(f"{key}.{role}: expected a dtype or a list of dtypes")
             _check_dtype_spec(f"{key}.{role}", inner)
@@ -185,6 +193,27 @@ def _dtype_spec(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {role: _dtype_spec(inner) for role, inner in value.items()}
     return tuple(value) if isinstance(value, list) else value
+
+
+def _check_swa_loc_dtype(value: object) -> None:
+    choices = f"{AUTO}, {', '.join(INTEGER_DTYPES)}"
+    if isinstance(value, str):
+        if value not in (AUTO, *INTEGER_DTYPES):
+            raise ConfigError(f"swa-loc-dtype: expected one of {choices}, got {value!r}")
+        return
+    if not isinstance(value, Mapping):
+        raise ConfigError(
+            f"swa-loc-dtype: expected {AUTO!r}, a dtype ({', '.join(INTEGER_DTYPES)}) or a "
+            f'table of roles such as {{ write = "int64", page-table = "int32" }}, '
+            f"got {type(value).__name__} {value!r}"
+        )
+    for role, dtype in value.items():
+        if role not in SWA_ROLES:
+            raise ConfigError(
+                f"swa-loc-dtype: unknown role {role!r} (roles: {', '.join(SWA_ROLES)})"
+            )
+        if not isinstance(dtype, str) or dtype not in (AUTO, *INTEGER_DTYPES):
+            raise ConfigError(f"swa-loc-dtype.{role}: expected one of {choices}, got {dtype!r}")
 
 
 # Keys no finding depends on: where files are found (an audit's record lists its files),
@@ -246,6 +275,9 @@ def config_from_table(table: Mapping[str, Any], source: Path | None = None) -> C
             values[name] = _dtype_spec(value)
         elif key in _STRING_LIST_KEYS:
             values[name] = _string_list(key, value)
+        elif key == "swa-loc-dtype":
+            _check_swa_loc_dtype(value)
+            values[name] = value if isinstance(value, str) else dict(value)
         elif key == "per-file-ignores":
             if not isinstance(value, dict):
                 raise ConfigError(f"{key}: expected a table of glob = [codes]")

@@ -9,7 +9,11 @@ from pathlib import Path
 
 import pytest
 
-INT64_SWA = "import torch\n\nout_cache_loc_swa = torch.zeros((8,), dtype=torch.int64)\n"
+INT64_SWA = (
+    "import torch\n\nout_cache_loc_swa = torch.zeros((8,), dtype=torch.int64)\n"
+    "\n\ndef set_kv_buffer(layer, swa_loc, cache_k, cache_v):\n"
+    "    assert swa_loc.dtype == torch.int32  # the KV store takes int32: a safe fix\n"
+)
 
 
 def write(path: Path, text: str | bytes) -> Path:
@@ -30,7 +34,7 @@ def test_clean_tree_exits_zero(swacheck, tmp_path: Path) -> None:
 def test_text_output_is_path_line_col_code(swacheck, tmp_path: Path) -> None:
     write(tmp_path / "pkg" / "bufs.py", INT64_SWA)
     proc = swacheck("audit", check_rc=1)
-    assert proc.stdout.startswith(f"pkg{os.sep}bufs.py:3:45: SWA002 [*] SWA location ")
+    assert proc.stdout.startswith(f"pkg{os.sep}bufs.py:3:45: SWA002 [*] SWA write location ")
     assert proc.stdout.splitlines()[1:] == ["Found 1 finding.", "[*] 1 fixable with `--fix`."]
 
 
@@ -67,7 +71,7 @@ def test_github_annotations(swacheck, tmp_path: Path) -> None:
     assert proc.stdout.startswith(
         f"::error title=swacheck (SWA002),file={tmp_path / 'bufs.py'},line=3,col=45,"
     )
-    assert "endColumn=56::bufs.py:3:45: SWA002 SWA location" in proc.stdout
+    assert "endColumn=56::bufs.py:3:45: SWA002 SWA write location" in proc.stdout
 
 
 def test_sarif_is_valid_2_1_0(swacheck, tmp_path: Path) -> None:
@@ -254,8 +258,9 @@ class TestFix:
 
     def test_unsafe_fix_needs_the_flag(self, swacheck, tmp_path: Path) -> None:
         source = (
-            "def translate_loc_from_full_to_swa(self, i):\n"
-            "    return self.full_to_swa_index_mapping[i]\n"
+            "def swa_slots(self, i):\n"
+            "    swa_slots = self.full_to_swa_index_mapping[i]\n"
+            "    return swa_slots\n"
         )
         target = write(tmp_path / "pool.py", source)
         swacheck("audit", "--fix", check_rc=1)

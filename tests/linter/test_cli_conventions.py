@@ -15,7 +15,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
-INT64_SWA = "import torch\n\nout_cache_loc_swa = torch.zeros((8,), dtype=torch.int64)\n"
+INT64_SWA = (
+    "import torch\n\nout_cache_loc_swa = torch.zeros((8,), dtype=torch.int64)\n"
+    "\n\ndef set_kv_buffer(layer, swa_loc, cache_k, cache_v):\n"
+    "    assert swa_loc.dtype == torch.int32  # the KV store takes int32: a safe fix\n"
+)
 # examples/swa_memory_pool.py:30 has an SWA002 whose fix is unsafe (a cast of a gather).
 UNSAFE_ROW = "swa_memory_pool.py:30:36: SWA002 "
 # The lines these tests read are ``concise``'s; the default (``full``) is tested in
@@ -89,6 +93,8 @@ class TestStdin:
             examples,
             "audit",
             "--fix",
+            # alone (no project), nothing shows what its SWA locations' consumers take
+            "--unsafe-fixes",
             "-",
             "--stdin-filename",
             "cuda_graph_runner.py",
@@ -125,7 +131,7 @@ def test_statistics_are_counts_only_and_json_when_asked(examples: Path) -> None:
         "fixable": True,
         "fixable_count": 1,
     }
-    assert sum(row["count"] for row in rows) == 9
+    assert sum(row["count"] for row in rows) == 11
     sarif = run(examples, "audit", "--statistics", "--output-format", "sarif", rc=1)
     assert json.loads(sarif.stdout)
 
@@ -135,12 +141,12 @@ def test_the_fix_marker_means_fix_applies_it(examples: Path) -> None:
     [unsafe] = [line for line in plain.splitlines() if line.startswith(UNSAFE_ROW)]
     assert "[*]" not in unsafe
     assert plain.endswith(
-        "Found 9 findings.\n"
-        "[*] 4 fixable with `--fix` (1 unsafe fix available with `--fix --unsafe-fixes`).\n"
+        "Found 11 findings.\n"
+        "[*] 5 fixable with `--fix` (1 unsafe fix available with `--fix --unsafe-fixes`).\n"
     )
     opted = run(examples, "audit", "--unsafe-fixes", rc=1).stdout
     assert f"{UNSAFE_ROW}[*]" in opted
-    assert opted.endswith("Found 9 findings.\n[*] 5 fixable with `--fix`.\n")
+    assert opted.endswith("Found 11 findings.\n[*] 6 fixable with `--fix`.\n")
     only_unsafe = run(examples, "audit", "--select", "SWA002", "swa_memory_pool.py", rc=1)
     assert only_unsafe.stdout.endswith(
         "Found 1 finding.\n1 unsafe fix available with `--fix --unsafe-fixes`.\n"
@@ -150,8 +156,8 @@ def test_the_fix_marker_means_fix_applies_it(examples: Path) -> None:
 def test_diff_says_what_it_would_fix_and_writes_nothing(examples: Path) -> None:
     before = {p.name: p.read_bytes() for p in examples.glob("*.py")}
     proc = run(examples, "audit", "--fix", "--diff", rc=1)
-    assert proc.stdout.count("+++ b/") == 2
-    assert proc.stdout.endswith("Would fix 4 findings.\n")
+    assert proc.stdout.count("+++ b/") == 3
+    assert proc.stdout.endswith("Would fix 5 findings.\n")
     assert {p.name: p.read_bytes() for p in examples.glob("*.py")} == before
     hidden = run(examples, "audit", "--diff", "--select", "SWA002", "swa_memory_pool.py", rc=0)
     assert hidden.stdout == (
@@ -161,11 +167,11 @@ def test_diff_says_what_it_would_fix_and_writes_nothing(examples: Path) -> None:
 
 def test_summary_after_fix_and_show_fixes(examples: Path) -> None:
     proc = run(examples, "audit", "--fix", "--show-fixes", rc=1)
-    assert "Fixed 4 findings:\n- cuda_graph_runner.py:\n    1 × SWA002 (swa-loc-int64)\n" in (
+    assert "Fixed 5 findings:\n- cuda_graph_runner.py:\n    1 × SWA002 (swa-loc-int64)\n" in (
         proc.stdout
     )
     assert "    1 × SWA006 (storage-pointer-cache-key)\n" in proc.stdout
-    assert "Found 9 findings (4 fixed, 5 remaining).\n" in proc.stdout
+    assert "Found 11 findings (5 fixed, 6 remaining).\n" in proc.stdout
     assert proc.stdout.endswith("1 unsafe fix available with `--fix --unsafe-fixes`.\n")
 
 
@@ -274,7 +280,7 @@ def test_extend_select_adds_to_select(examples: Path) -> None:
 
 def test_quiet_and_silent(examples: Path) -> None:
     quiet = run(examples, "audit", "-q", rc=1).stdout
-    assert quiet.count("\n") == 9 and "Found" not in quiet
+    assert quiet.count("\n") == 11 and "Found" not in quiet
     silent = run(examples, "audit", "--silent", rc=1)
     assert silent.stdout == silent.stderr == ""
     assert run(examples, "audit", "-q", "--select", "SWA999", rc=0).stdout == ""
@@ -283,14 +289,14 @@ def test_quiet_and_silent(examples: Path) -> None:
 def test_output_file(examples: Path) -> None:
     proc = run(examples, "audit", "-o", "report.json", "--output-format", "json", rc=1)
     assert proc.stdout == ""
-    assert len(json.loads((examples / "report.json").read_text())) == 9
+    assert len(json.loads((examples / "report.json").read_text())) == 11
     run(examples, "audit", "--output-file", "report.txt", rc=1)
     assert (
         (examples / "report.txt")
         .read_text()
         .endswith(
-            "Found 9 findings.\n"
-            + ("[*] 4 fixable with `--fix` (1 unsafe fix available with `--fix --unsafe-fixes`).\n")
+            "Found 11 findings.\n"
+            + ("[*] 5 fixable with `--fix` (1 unsafe fix available with `--fix --unsafe-fixes`).\n")
         )
     )
 

@@ -11,7 +11,11 @@ from pathlib import Path
 from swacheck.config import Config
 from swacheck.discovery import Discovery
 
-INT64_SWA = "import torch\n\nout_cache_loc_swa = torch.zeros((8,), dtype=torch.int64)\n"
+INT64_SWA = (
+    "import torch\n\nout_cache_loc_swa = torch.zeros((8,), dtype=torch.int64)\n"
+    "\n\ndef set_kv_buffer(layer, swa_loc, cache_k, cache_v):\n"
+    "    assert swa_loc.dtype == torch.int32  # the KV store takes int32: a safe fix\n"
+)
 PLAIN = "def add(a, b):\n    return a + b\n"
 IMPORTTIME = ("-X", "importtime")  # the interpreter lists every module it imports
 

@@ -66,7 +66,11 @@ Mutation = tuple[str, int, int, int]
 Problem = tuple[str, str]
 
 
-INT64_SWA = "import torch\nout_cache_loc_swa = torch.zeros((8,), dtype=torch.int64)\n"
+INT64_SWA = (
+    "import torch\nout_cache_loc_swa = torch.zeros((8,), dtype=torch.int64)\n"
+    "\n\ndef set_kv_buffer(layer, swa_loc, cache_k, cache_v):\n"
+    "    assert swa_loc.dtype == torch.int32  # the KV store takes int32: a safe fix\n"
+)
 
 
 class Cli:
