@@ -35,10 +35,10 @@ from typing import Any
 
 import torch
 
-from swacheck.config import SWA_ROLES, Config
+from swacheck.config import AUTO, SWA_ROLES, Config
 
 WRITE, PAGE_TABLE = SWA_ROLES
-AUTO = "auto"
+
 # What an unset "auto" role is judged against at a safe point (the design card's I3).
 FALLBACK = torch.int32
 
