@@ -14,6 +14,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+import torch
 
 from swacheck.runtime import (
     PADDING_NOT_ZEROED,
@@ -26,6 +27,9 @@ from swacheck.runtime.html_report import render
 from swacheck.runtime.violations import UNKNOWN, Violation
 
 pytest_plugins = ["pytester"]
+# The reference implementation's device: its Triton kernels run compiled on a GPU, under
+# the interpreter on the CPU (conftest.py sets TRITON_INTERPRET there).
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 SVG = "{http://www.w3.org/2000/svg}"
 
 
@@ -35,7 +39,7 @@ def padded_replays() -> SanitizerReport:
     rows where it finds a violation), nine decode steps: padded replays from the fourth."""
     from swacheck.reference_impl.demo import build_runner, serve
 
-    runner = build_runner("cpu", inject_bug="padding-not-zeroed")
+    runner = build_runner(DEVICE, inject_bug="padding-not-zeroed")
     with Sanitizer(level="full", action="log") as san:
         san.watch_pool(runner.token_to_kv_pool)
         san.watch_backend(runner.attn_backend)
@@ -120,7 +124,11 @@ def test_clean_session_page_says_so() -> None:
 PROJECT_TEST = """
 import os
 
-os.environ.setdefault("TRITON_INTERPRET", "1")
+import torch
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+if DEVICE == "cpu":
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest
 from swacheck.reference_impl.demo import build_runner, serve
@@ -128,7 +136,7 @@ from swacheck.reference_impl.demo import build_runner, serve
 
 @pytest.mark.swa_sanitize(level="full", action="log")
 def test_padded_decode(swa_sanitizer):
-    runner = build_runner("cpu", inject_bug="padding-not-zeroed")
+    runner = build_runner(DEVICE, inject_bug="padding-not-zeroed")
     swa_sanitizer.watch_pool(runner.token_to_kv_pool)
     swa_sanitizer.watch_graph_runner(runner.graph_runner)
     swa_sanitizer.watch_model_runner(runner)
