@@ -69,7 +69,12 @@ def texts(svg: ET.Element, kind: str | None = None) -> list[str]:
 def test_padded_row_drawn_from_the_reference_implementation() -> None:
     report = padded_replays()
     kinds = {v.kind for v in report.violations}
-    assert {PADDING_NOT_ZEROED, SWA_LOC_MISTRANSLATED, SWA_KV_CORRUPTION} <= kinds
+    # The padded row is found where the graph's buffer is checked at replay; without CUDA
+    # graphs the KV write runs in Python and its translation check reports it as well.
+    found_at_replay = {PADDING_NOT_ZEROED, SWA_KV_CORRUPTION}
+    assert found_at_replay <= kinds <= found_at_replay | {SWA_LOC_MISTRANSLATED}
+    if DEVICE == "cpu":
+        assert SWA_LOC_MISTRANSLATED in kinds
     page = render("report", [report.summary_line()], [("test_x", v) for v in report.violations])
     pictures = svgs(page)
     assert len(pictures) == len(report.violations)  # every violation here read its rows
