@@ -164,7 +164,7 @@ def hostile() -> int:
             (folder / "zz_ordinary.py").write_text(INT64_SWA)
             cmd = [sys.executable, "-m", "swacheck", "audit", "--no-cache", "--jobs", "1"]
             result = timed([*cmd, *options, "--output-format", "json"], folder)
-            found = {f["filename"]: f for f in json.loads(result.stdout)}
+            found = {Path(f["filename"]).name: f for f in json.loads(result.stdout)}
             answer = found.get("hostile.py", {}).get("message", "no finding")
             ordinary = found.get("zz_ordinary.py", {}).get("code")
             note = f"{' '.join(options[1:])}; " if options else ""
