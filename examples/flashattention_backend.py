@@ -1,4 +1,5 @@
-"""An attention backend that hands its SWA layers the full pool's pages and slots (I9)."""
+"""An attention backend that hands its SWA layers the full pool's pages (I9) and rebinds
+a page table its captured graph reads (I10)."""
 
 
 class FlashAttentionBackend:
@@ -15,3 +16,10 @@ class FlashAttentionBackend:
         # the graph path binds the SWA page table the replay fills from the SWA side
         metadata = self.decode_cuda_graph_metadata[bs]
         metadata.swa_page_table = self.cuda_graph_swa_page_table[:bs]
+
+    def init_forward_metadata_replay_cuda_graph(self, bs):
+        metadata = self.decode_cuda_graph_metadata[bs]
+        swa_pages = self._swa_kv_pool.translate_loc_from_full_to_swa(metadata.page_table)
+        # BUG: a new tensor where the captured graph reads the old one: every replay reads
+        # the table of the capture; fill it in place (`metadata.swa_page_table.copy_(...)`)
+        metadata.swa_page_table = swa_pages
