@@ -25,6 +25,7 @@ are in the JSON.
 
     python benchmarks/bench_sanitizer_overhead.py              # on a CUDA device
     python benchmarks/bench_sanitizer_overhead.py --device cpu # host-overhead proxy
+    python benchmarks/bench_sanitizer_overhead.py --device cpu --count-calls --steps 100
 
 The last stdout line is one JSON object.
 """
@@ -340,6 +341,56 @@ def replay_ms(runner: Any, bucket: int) -> float:
     return statistics.median(times)
 
 
+def count_calls(args: argparse.Namespace, workload: Workload, mode: str) -> dict[str, Any]:
+    """Python and C calls a decode step, unsanitized and ``fast``, and the sanitizer's own
+    by entry point (the outermost sanitizer frame): a deterministic measure of its host
+    work, for a machine too loaded to time microseconds (``sys.setprofile``)."""
+    import collections
+
+    import swacheck.runtime
+
+    runtime_dir = os.path.dirname(os.path.abspath(swacheck.runtime.__file__))
+    ours: dict[str, bool] = {}
+
+    def is_ours(filename: str) -> bool:
+        found = ours.get(filename)
+        if found is None:  # the sanitizer's modules, and the wrappers it compiles there
+            found = ours[filename] = os.path.dirname(os.path.abspath(filename)) == runtime_dir
+        return found
+
+    figures: dict[str, Any] = {}
+    for level in ("off", "fast"):
+        contender = Contender(args, workload, mode, level)
+        total = 0
+        by_entry: collections.Counter[str] = collections.Counter()
+
+        def profile(
+            frame: Any, event: str, arg: Any, by_entry: collections.Counter[str] = by_entry
+        ) -> None:
+            nonlocal total
+            if event not in ("call", "c_call"):
+                return
+            total += 1
+            if not is_ours(frame.f_code.co_filename):
+                return
+            entry, outer = frame, frame.f_back
+            while outer is not None and is_ours(outer.f_code.co_filename):
+                entry, outer = outer, outer.f_back
+            by_entry[entry.f_code.co_name.replace("_sw_wrapper", "mutator")] += 1
+
+        sys.setprofile(profile)
+        try:
+            for _ in range(args.steps):
+                contender.runner.step()
+        finally:
+            sys.setprofile(None)
+        figures[f"{level}_calls_per_step"] = round(total / args.steps, 1)
+        if level == "fast":
+            figures["sanitizer_calls_per_step"] = round(sum(by_entry.values()) / args.steps, 1)
+            figures["by_entry"] = {k: round(v / args.steps, 1) for k, v in by_entry.most_common()}
+    return figures
+
+
 def measure(
     args: argparse.Namespace, workload: Workload, mode: str, levels: tuple[str, ...]
 ) -> dict[str, dict[str, Any]]:
@@ -402,6 +453,12 @@ def main(argv: list[str] | None = None) -> int:
         help="model dtype (default: bfloat16 on cuda, float32 on cpu, where bf16 matmuls stray "
         "from the oracle)",
     )
+    p.add_argument(
+        "--count-calls",
+        action="store_true",
+        help="instead of timing: Python and C calls a step, off and fast, and the sanitizer's "
+        "own by entry point (graph mode; graph-host on cpu)",
+    )
     args = p.parse_args(argv)
     args.dtype = args.dtype or ("bfloat16" if args.device == "cuda" else "float32")
     kernels = args.kernels or ("triton" if args.device == "cuda" else "torch")
@@ -422,6 +479,18 @@ def main(argv: list[str] | None = None) -> int:
     modes = MODES if args.device == "cuda" else (*MODES, HOST_MODE)
     levels = LEVELS[:3] if args.workload == "realistic" else LEVELS
     workload = Workload(args)
+    if args.count_calls:
+        mode = "graph" if args.device == "cuda" else HOST_MODE
+        print(
+            json.dumps(
+                {
+                    "benchmark": "sanitizer_calls_per_decode_step",
+                    "mode": mode,
+                    **count_calls(args, workload, mode),
+                }
+            )
+        )
+        return 0
     per: dict[str, dict[str, Any]] = {}
     for mode in modes:
         per[mode] = measure(args, workload, mode, levels)

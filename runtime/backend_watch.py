@@ -28,7 +28,7 @@ sample of replays, as the runner's tails do (``graph_watch``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -74,6 +74,20 @@ def install_backend(checks: Checks, backend: object) -> BackendWatch:
     return watch
 
 
+class ReplayBuffer(NamedTuple):
+    """A backend buffer as the replay checks see it: its label, its name in a report and
+    in a dtype finding, the tensor, its role, whether it is an SWA write-location list
+    (I9, padded rows) or a 2-D table (padded requests' rows)."""
+
+    label: str
+    name: str
+    what: str
+    tensor: torch.Tensor
+    role: str
+    write: bool
+    table: bool
+
+
 class BackendWatch:
     def __init__(self, checks: Checks, backend: object) -> None:
         self.checks = checks
@@ -94,6 +108,9 @@ class BackendWatch:
         self._slots: dict[str, tuple[DeviceFlags, int]] = {}
         self.padding_sampler = Sampler(PADDING_SAMPLE_EVERY)
         self._shapes: set[object] = set()
+        # The buffers of the last scan (its list, compared by identity) as checked.
+        self._buffers_of: list[tuple[str, str, torch.Tensor]] | None = None
+        self._buffers: list[ReplayBuffer] = []
         self._learn_page_table_dtype()
 
     def _learn_page_table_dtype(self) -> None:
@@ -129,12 +146,12 @@ class BackendWatch:
         checks = self.checks
         if checks.dtypes.allowed(PAGE_TABLE) is None:
             self._learn_page_table_dtype()  # the buffers exist once graphs are set up
+        if found is not self._buffers_of:
+            self._buffers = self._classify(found)
+            self._buffers_of = found
         batch = batch_argument(args, kwargs)
-        for label, name, t in found:
-            role = role_of_name(name) if checks.names.is_swa(name) else PAGE_TABLE
-            checks.check_dtype(
-                t, f"{self.label}.{label} (after a replay's metadata)", role, static=True
-            )
+        for buffer in self._buffers:
+            checks.check_dtype(buffer.tensor, buffer.what, buffer.role, static=True)
         tokens, requests = self._rows(args, kwargs, batch)
         full = getattr(batch, "out_cache_loc", None) if batch is not None else None
         # ``fast``: the first replay of each padded shape, then one in PADDING_SAMPLE_EVERY.
@@ -142,28 +159,44 @@ class BackendWatch:
         sample = checks.full or shape not in self._shapes or self.padding_sampler.due()
         if len(self._shapes) < MAX_SHAPES:
             self._shapes.add(shape)
-        for label, name, t in found:
-            is_write = checks.names.is_swa(name) and role_of_name(name) == WRITE
-            if is_write and t.dim() == 1 and tokens is not None:
+        for buffer in self._buffers:
+            t = buffer.tensor
+            if buffer.write:
+                if tokens is None:
+                    continue
                 raw, padded = tokens
-                if isinstance(full, torch.Tensor) and full.numel() >= raw > 0:
+                if isinstance(full, torch.Tensor) and raw > 0:
                     mapping = checks.mapping_for(self.backend)
                     if mapping is not None:
-                        checks.translation.check(
-                            f"{self.label}.{label}",
-                            mapping,
-                            full.reshape(-1)[:raw],
-                            t[:raw],
-                            None,
-                            checks.scope.scope_id,
-                            site,
+                        checks.translation.check_rows(
+                            buffer.name, mapping, full, t, raw, checks.scope.scope_id, site
                         )
                 if padded > raw and t.numel() >= padded and sample:
-                    self._check_rows(label, t, t[raw:padded], raw, padded, site)
-            elif not is_write and t.dim() == 2 and requests is not None and sample:
+                    self._check_rows(buffer.label, t, t[raw:padded], raw, padded, site)
+            elif buffer.table and requests is not None and sample:
                 raw_bs, bs = requests
                 if bs > raw_bs and t.shape[0] >= bs:
-                    self._check_rows(label, t, t[raw_bs:bs, 0], raw_bs, bs, site)
+                    self._check_rows(buffer.label, t, t[raw_bs:bs, 0], raw_bs, bs, site)
+
+    def _classify(self, found: list[tuple[str, str, torch.Tensor]]) -> list[ReplayBuffer]:
+        """What each buffer a scan found is checked as (worked out once per scan)."""
+        is_swa = self.checks.names.is_swa
+        buffers = []
+        for label, name, t in found:
+            role = role_of_name(name) if is_swa(name) else PAGE_TABLE
+            swa_write = is_swa(name) and role == WRITE
+            buffers.append(
+                ReplayBuffer(
+                    label,
+                    f"{self.label}.{label}",
+                    f"{self.label}.{label} (after a replay's metadata)",
+                    t,
+                    role,
+                    swa_write and t.dim() == 1,
+                    not swa_write and t.dim() == 2,
+                )
+            )
+        return buffers
 
     def _rows(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], batch: object | None

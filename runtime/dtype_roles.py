@@ -29,6 +29,7 @@ convention is inferred from the engine as it runs:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import fields
 from typing import Any
@@ -44,11 +45,15 @@ FALLBACK = torch.int32
 
 # Name words that make an SWA location a page table (read by kernels), not a write index.
 PAGE_TABLE_WORDS = frozenset(("indices", "index", "table", "tables"))
+# Names whose role is remembered (``role_of_name``), at most.
+MAX_ROLE_NAMES = 4096
 
 
+@functools.lru_cache(maxsize=MAX_ROLE_NAMES)
 def role_of_name(name: str) -> str:
     """The role an SWA location named ``name`` plays: a page table if its name says so
-    (``swa_page_table``, ``window_kv_indices``), else a write index."""
+    (``swa_page_table``, ``window_kv_indices``), else a write index. Remembered per name
+    (the checks ask on every populate and replay)."""
     words = set(name.strip("_").replace("[", "_").replace("]", "_").replace("'", "").split("_"))
     return PAGE_TABLE if words & PAGE_TABLE_WORDS else WRITE
 

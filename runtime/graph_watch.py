@@ -168,7 +168,7 @@ class GraphRunnerWatch:
         self._planned_tails = 0
         self.padding_sampler = Sampler(PADDING_SAMPLE_EVERY)
         self._swa_found: list[tuple[str, str, torch.Tensor]] = []
-        # (label, full buffer, SWA write buffer) pairs I9 checks after each populate.
+        # (watch.label, full buffer, SWA write buffer) pairs I9 checks after each populate.
         self._pairs: list[tuple[str, torch.Tensor, torch.Tensor]] = []
         self._populate_site: str | None = None
 
@@ -385,18 +385,9 @@ class GraphRunnerWatch:
         if mapping is None or raw <= 0:
             return
         scope_id = self.checks.scope.scope_id
-        check = self.checks.translation.check
+        check = self.checks.translation.check_rows
         for label, full, swa in self._pairs:
-            if full.numel() >= raw and swa.numel() >= raw:
-                check(
-                    f"{self.label}.{label}",
-                    mapping,
-                    full.reshape(-1)[:raw],
-                    swa.reshape(-1)[:raw],
-                    None,
-                    scope_id,
-                    self._populate_site,
-                )
+            check(label, mapping, full, swa, raw, scope_id, self._populate_site)
 
     def _rescan(self, owner: object) -> None:
         """Rescan the SWA buffers and ``owner``'s location buffers, and note the namespaces
@@ -436,7 +427,7 @@ class GraphRunnerWatch:
             named = [full for full_name, full in fulls if full_name in name]
             full = named[0] if named else (fulls[0][1] if len(fulls) == 1 else None)
             if full is not None and full is not t:
-                pairs.append((label, full, t))
+                pairs.append((f"{self.label}.{label}", full, t))
         self._pairs = pairs
 
     def _raw_from_batch(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:

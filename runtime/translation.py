@@ -258,19 +258,51 @@ class TranslationCheck:
         sentinel. ``site``: where the write was consumed (the calling engine frame when
         not given). Pairs of other sizes are left alone."""
         n = full.numel()
-        if n == 0 or swa.numel() != n:
+        if n == 0 or swa.numel() != n or not self._due(label, full, swa, n, raw, scope_id):
             return
+        self._run(label, mapping, full.reshape(-1), swa.reshape(-1), raw, site)
+
+    def check_rows(
+        self,
+        label: str,
+        mapping: torch.Tensor,
+        full: torch.Tensor,
+        swa: torch.Tensor,
+        rows: int,
+        scope_id: int = 0,
+        site: str | None = None,
+    ) -> None:
+        """:meth:`check` of the first ``rows`` rows of ``full`` and ``swa`` (buffers a
+        replay fills, the live rows first). The rows are cut out only for a check that
+        runs: ``fast`` skips most calls, and a view costs what the skip does."""
+        if rows <= 0 or full.numel() < rows or swa.numel() < rows:
+            return
+        if self._due(label, full, swa, rows, None, scope_id):
+            self._run(label, mapping, full.reshape(-1)[:rows], swa.reshape(-1)[:rows], None, site)
+
+    def _due(
+        self,
+        label: str,
+        full: torch.Tensor,
+        swa: torch.Tensor,
+        rows: int,
+        raw: int | None,
+        scope_id: int,
+    ) -> bool:
+        """Whether the check of this pair runs (and is counted): not the same pair again,
+        unwritten, and in ``fast`` sampled at ``label``. A pair is told by where its rows
+        start, how many, and the version counters (a view shares its base's)."""
         key = (
             scope_id,
             full.data_ptr(),
-            n,
+            rows,
             tensor_version(full),
             swa.data_ptr(),
             tensor_version(swa),
             raw,
         )
         if key == self._last:
-            return  # the same pair, unwritten, again (every layer of a forward)
+            return False  # the same pair, unwritten, again (every layer of a forward)
         # Inference tensors keep no version: an in-place write would go unseen.
         self._last = None if key[3] is None or key[5] is None else key
         if not self.full:
@@ -278,13 +310,24 @@ class TranslationCheck:
             if sampler is None:
                 sampler = self._samplers[label] = Sampler(TRANSLATION_SAMPLE_EVERY)
             elif not sampler.due():
-                return
+                return False
         self.count += 1
-        full_flat, swa_flat = full.reshape(-1), swa.reshape(-1)
+        return True
+
+    def _run(
+        self,
+        label: str,
+        mapping: torch.Tensor,
+        full: torch.Tensor,
+        swa: torch.Tensor,
+        raw: int | None,
+        site: str | None,
+    ) -> None:
+        """Compare a pair now (``full``) or stage it (``fast``); both flat."""
         if self.full:
-            self._compare_now(label, mapping, full_flat, swa_flat, raw, site)
+            self._compare_now(label, mapping, full, swa, raw, site)
         else:
-            self._stage(label, mapping, full_flat, swa_flat, raw, site)
+            self._stage(label, mapping, full, swa, raw, site)
 
     def _compare_now(
         self,

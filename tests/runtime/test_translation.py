@@ -22,7 +22,12 @@ from swacheck.runtime import (
     SWALocMistranslatedError,
 )
 from swacheck.runtime.deferred import POLL_EVERY
-from swacheck.runtime.translation import MAX_STAGED_ROWS, TRANSLATION_SAMPLE_EVERY
+from swacheck.runtime.translation import (
+    MAX_STAGED_ROWS,
+    TRANSLATION_SAMPLE_EVERY,
+    Finding,
+    TranslationCheck,
+)
 
 LEVELS = ["fast", "full"]
 
@@ -238,3 +243,25 @@ def test_fast_reports_a_recurring_mistranslation_within_the_bound(
     bound = (2 * TRANSLATION_SAMPLE_EVERY - 1) + 2 * POLL_EVERY
     assert reported is not None and reported - first_bad <= bound, report.to_text()
     assert report.checks[SWA_LOC_MISTRANSLATED] < 40 + reported + 1  # sampled
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_check_rows_checks_a_buffers_live_rows_only(level: str) -> None:
+    """A replay's buffers (a graph runner's after populate, a backend's after its replay
+    metadata) are checked on their first ``rows`` rows, the live ones: the padded tail is
+    I4's. The first call at a place is always checked (``fast`` too); the same buffers,
+    unwritten, are not checked again."""
+    found: list[Finding] = []
+    check = TranslationCheck(level == "full", lambda finding, _: found.append(finding))
+    mapping = torch.arange(16, dtype=torch.int64) + 100
+    full = torch.tensor([3, 5, 7, 0, 0], dtype=torch.int32)  # a bucket of 5, 3 live
+    swa = mapping[full.long()]
+    swa[1] = 1  # a wrong live row
+    swa[3:] = 9  # a tail that is not the sentinel: not I9's here
+    check.check_rows("runner.out_cache_loc_swa", mapping, full, swa, 3, scope_id=1)
+    check.check_rows("runner.out_cache_loc_swa", mapping, full, swa, 3, scope_id=1)
+    found += check.drain()
+    assert check.count == 1
+    (finding,) = found
+    assert (finding.rows, finding.live_wrong, finding.padded_wrong) == (3, 1, 0)
+    assert finding.first == ((1, 5, 105, 1),)
