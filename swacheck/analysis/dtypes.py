@@ -22,6 +22,7 @@ translate returns and what a helper returns are project facts
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import libcst as cst
 
@@ -181,7 +182,21 @@ def assignments(
 ) -> list[tuple[cst.BaseExpression, int]]:
     """Direct ``name = value`` assignments in ``scope`` (not in nested functions or
     classes), with their rows (0 without a context)."""
-    found: list[tuple[cst.BaseExpression, int]] = []
+    return [
+        (value, ctx.start(statement).row if ctx else 0)
+        for statement, value in _assignment_index(scope).get(name, ())
+    ]
+
+
+@lru_cache(maxsize=32)
+def _assignment_index(
+    scope: cst.Module | cst.FunctionDef,
+) -> dict[str, list[tuple[cst.CSTNode, cst.BaseExpression]]]:
+    """Every direct assignment to a plain name in ``scope``, by name, in source order:
+    one walk per scope, where rules ask for one name after another (SWA009 asks for each
+    argument of each call, one scope at a time). Nodes hash by identity, so a scope is its
+    own key; the small bound keeps a long-lived worker from holding old files' trees."""
+    index: dict[str, list[tuple[cst.CSTNode, cst.BaseExpression]]] = {}
 
     class Visitor(cst.CSTVisitor):
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
@@ -195,19 +210,15 @@ def assignments(
 
         def visit_Assign(self, node: cst.Assign) -> None:
             for target in node.targets:
-                if isinstance(target.target, cst.Name) and target.target.value == name:
-                    found.append((node.value, ctx.start(node).row if ctx else 0))
+                if isinstance(target.target, cst.Name):
+                    index.setdefault(target.target.value, []).append((node, node.value))
 
         def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-            if (
-                node.value is not None
-                and isinstance(node.target, cst.Name)
-                and node.target.value == name
-            ):
-                found.append((node.value, ctx.start(node).row if ctx else 0))
+            if node.value is not None and isinstance(node.target, cst.Name):
+                index.setdefault(node.target.value, []).append((node, node.value))
 
     walk(scope, Visitor())
-    return found
+    return index
 
 
 class ValueDtypes:
