@@ -232,7 +232,6 @@ NOT_FINDINGS = (
     "capture_methods",
     "capture_run_methods",
     "populate_methods",
-    "kv_write_methods",
 )
 # Keys that decide which findings are reported, not what the analysis of a file yields
 # (the engine keys what depends on them otherwise: rule codes, a path's ignored codes,
