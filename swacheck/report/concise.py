@@ -35,7 +35,8 @@ def format_finding(finding: Finding, style: Style = PLAIN) -> str:
     where = sep.join([style.bold(shown_path(finding.path)), str(finding.start.row)])
     where = f"{where}{sep}{finding.start.column + 1}{sep}"
     marker = f" [{style.cyan('*')}]" if style.applies(finding) else ""
-    return f"{where} {style.code(finding.code)}{marker} {finding.message}"
+    # A message may cite another file's path: escaped as the finding's own path is.
+    return f"{where} {style.code(finding.code)}{marker} {shown_path(finding.message)}"
 
 
 def render(findings: Sequence[Finding], context: ReportContext = PLAIN_CONTEXT) -> str:

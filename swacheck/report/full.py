@@ -153,7 +153,7 @@ def _fix_diff(finding: Finding, rows: list[str], style: Style) -> list[str]:
 def format_finding(finding: Finding, context: ReportContext = PLAIN_CONTEXT) -> str:
     style = context.style
     marker = f" [{style.label('*')}]" if style.applies(finding) else ""
-    lines = [f"{style.code(finding.code)}{marker} {style.bold(finding.message)}"]
+    lines = [f"{style.code(finding.code)}{marker} {style.bold(shown_path(finding.message))}"]
     rows = context.texts.rows(finding.path)
     snippet, width = _snippet(finding, rows, style)
     where = f"{shown_path(finding.path)}:{finding.start.row}:{finding.start.column + 1}"

@@ -16,21 +16,25 @@ from pathlib import Path
 import pytest
 from fuzzkit import INT64_SWA, Cli, write
 
-from swacheck.report.text import shown_path
+from swacheck.report.concise import shown_path
 
 
 def test_a_dangling_symlink_given_by_name_is_a_missing_file(cli: Cli, tmp_path: Path) -> None:
     write(tmp_path / "ok.py", "x = 1\n")
     (tmp_path / "dangling.py").symlink_to(tmp_path / "gone.py")
     (tmp_path / "loop.py").symlink_to(tmp_path / "loop.py")
-    missing = cli("audit", "--no-cache", "missing.py", "ok.py", check_rc=1)
+    missing = cli(
+        "audit", "--no-cache", "--output-format", "concise", "missing.py", "ok.py", check_rc=1
+    )
     assert missing.stdout.startswith("missing.py:1:1: SWA999 File could not be read")
-    dangling = cli("audit", "--no-cache", "dangling.py", "ok.py", check_rc=1)
+    dangling = cli(
+        "audit", "--no-cache", "--output-format", "concise", "dangling.py", "ok.py", check_rc=1
+    )
     assert dangling.stdout == missing.stdout.replace("missing.py", "dangling.py")
-    looping = cli("audit", "--no-cache", "loop.py", check_rc=1)
+    looping = cli("audit", "--no-cache", "--output-format", "concise", "loop.py", check_rc=1)
     assert looping.stdout.startswith("loop.py:1:1: SWA999 File could not be read")
     # In a walk, links are skipped as before: nothing is reported for them.
-    cli("audit", "--no-cache", ".", check_rc=0)
+    cli("audit", "--no-cache", "--output-format", "concise", ".", check_rc=0)
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX file names")
@@ -38,7 +42,7 @@ def test_a_file_name_that_is_not_utf8_is_shown_escaped(cli: Cli, tmp_path: Path)
     name = os.fsdecode(b"bad\xff.py")
     write(tmp_path / name, INT64_SWA)
     for env in ({}, {"PYTHONUTF8": "1"}, {"LC_ALL": "C"}):
-        proc = cli("audit", "--no-cache", env=env, check_rc=1)
+        proc = cli("audit", "--no-cache", "--output-format", "concise", env=env, check_rc=1)
         assert proc.stdout.startswith("bad\\xff.py:2:45: SWA002"), (env, proc.stdout)
         assert "\ufffd" not in proc.stdout and "\udcff" not in proc.stdout
 
