@@ -228,7 +228,8 @@ def paused(self, source, *args, **kwargs):
 passes.Passes.fix = paused
 from swacheck.cli import main
 
-sys.exit(main(["audit", "--fix", "--no-cache", "--jobs", "1", "--output-format", "concise", *sys.argv[1:]]))
+options = ["--fix", "--no-cache", "--jobs", "1", "--output-format", "concise"]
+sys.exit(main(["audit", *options, *sys.argv[1:]]))
 """
 EDITED = INT64_SWA + "swa_indices = torch.arange(8, dtype=torch.int64)  # saved meanwhile\n"
 
