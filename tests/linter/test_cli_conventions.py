@@ -22,6 +22,8 @@ INT64_SWA = (
 )
 # examples/swa_memory_pool.py:30 has an SWA002 whose fix is unsafe (a cast of a gather).
 UNSAFE_ROW = "swa_memory_pool.py:30:36: SWA002 "
+# The examples' findings, one per row of examples/README.md (test_docs checks the rows).
+FINDINGS = 12
 # The lines these tests read are ``concise``'s; the default (``full``) is tested in
 # test_cli_formats.py.
 CONCISE = {"SWACHECK_OUTPUT_FORMAT": "concise"}
@@ -131,7 +133,7 @@ def test_statistics_are_counts_only_and_json_when_asked(examples: Path) -> None:
         "fixable": True,
         "fixable_count": 1,
     }
-    assert sum(row["count"] for row in rows) == 11
+    assert sum(row["count"] for row in rows) == FINDINGS
     sarif = run(examples, "audit", "--statistics", "--output-format", "sarif", rc=1)
     assert json.loads(sarif.stdout)
 
@@ -141,12 +143,12 @@ def test_the_fix_marker_means_fix_applies_it(examples: Path) -> None:
     [unsafe] = [line for line in plain.splitlines() if line.startswith(UNSAFE_ROW)]
     assert "[*]" not in unsafe
     assert plain.endswith(
-        "Found 11 findings.\n"
+        f"Found {FINDINGS} findings.\n"
         "[*] 5 fixable with `--fix` (1 unsafe fix available with `--fix --unsafe-fixes`).\n"
     )
     opted = run(examples, "audit", "--unsafe-fixes", rc=1).stdout
     assert f"{UNSAFE_ROW}[*]" in opted
-    assert opted.endswith("Found 11 findings.\n[*] 6 fixable with `--fix`.\n")
+    assert opted.endswith(f"Found {FINDINGS} findings.\n[*] 6 fixable with `--fix`.\n")
     only_unsafe = run(examples, "audit", "--select", "SWA002", "swa_memory_pool.py", rc=1)
     assert only_unsafe.stdout.endswith(
         "Found 1 finding.\n1 unsafe fix available with `--fix --unsafe-fixes`.\n"
@@ -171,7 +173,7 @@ def test_summary_after_fix_and_show_fixes(examples: Path) -> None:
         proc.stdout
     )
     assert "    1 × SWA006 (storage-pointer-cache-key)\n" in proc.stdout
-    assert "Found 11 findings (5 fixed, 6 remaining).\n" in proc.stdout
+    assert f"Found {FINDINGS} findings (5 fixed, {FINDINGS - 5} remaining).\n" in proc.stdout
     assert proc.stdout.endswith("1 unsafe fix available with `--fix --unsafe-fixes`.\n")
 
 
@@ -280,7 +282,7 @@ def test_extend_select_adds_to_select(examples: Path) -> None:
 
 def test_quiet_and_silent(examples: Path) -> None:
     quiet = run(examples, "audit", "-q", rc=1).stdout
-    assert quiet.count("\n") == 11 and "Found" not in quiet
+    assert quiet.count("\n") == FINDINGS and "Found" not in quiet
     silent = run(examples, "audit", "--silent", rc=1)
     assert silent.stdout == silent.stderr == ""
     assert run(examples, "audit", "-q", "--select", "SWA999", rc=0).stdout == ""
@@ -289,13 +291,13 @@ def test_quiet_and_silent(examples: Path) -> None:
 def test_output_file(examples: Path) -> None:
     proc = run(examples, "audit", "-o", "report.json", "--output-format", "json", rc=1)
     assert proc.stdout == ""
-    assert len(json.loads((examples / "report.json").read_text())) == 11
+    assert len(json.loads((examples / "report.json").read_text())) == FINDINGS
     run(examples, "audit", "--output-file", "report.txt", rc=1)
     assert (
         (examples / "report.txt")
         .read_text()
         .endswith(
-            "Found 11 findings.\n"
+            f"Found {FINDINGS} findings.\n"
             + ("[*] 5 fixable with `--fix` (1 unsafe fix available with `--fix --unsafe-fixes`).\n")
         )
     )
