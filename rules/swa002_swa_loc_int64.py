@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from functools import cache
-
 import libcst as cst
 
 from swacheck.analysis.conventions import (
@@ -27,13 +25,13 @@ from swacheck.analysis.dtypes import (
     dtype_literal,
 )
 from swacheck.analysis.names import call_name
-from swacheck.analysis.roles import WRITE, role_of, words
+from swacheck.analysis.roles import ROLE_NAME_TRIGGERS, WRITE, role_of, words
 from swacheck.config import DEFAULT_SWA_LOC_PATTERN, Config
 from swacheck.context import FileContext
 from swacheck.finding import Applicability, Fix
 from swacheck.fix_safety import safe_fix, unsafe_fix
 from swacheck.rule import Invalid, Rule, Valid
-from swacheck.triggers import Trigger, TriggerSet, word
+from swacheck.triggers import Trigger
 
 # The pools of the examples: a translation to int32 (releases to 0.5.12) and the int64
 # gather of the mapping table (0.5.13 and later).
@@ -676,22 +674,21 @@ self.swa_loc = loc.long()
 
     @classmethod
     def triggers(cls, config: Config) -> frozenset[Trigger] | None:
-        """A role's name has the word ``swa`` or ``window`` (default pattern); a
-        translation or a gather names a translate method or the mapping. A custom
-        pattern has no known fixed part: no prefilter."""
+        """A role's name has the word ``swa``, or ``window`` with an index or table word
+        (``roles.ROLE_NAME_TRIGGERS``; default pattern); a translation or a gather names
+        a translate method or the mapping. A custom pattern has no known fixed part: no
+        prefilter."""
         if config.swa_loc_pattern != DEFAULT_SWA_LOC_PATTERN:
             return None
         return frozenset(
-            {word("swa"), word("window"), *config.translate_methods, *config.mapping_attributes}
+            {*ROLE_NAME_TRIGGERS, *config.translate_methods, *config.mapping_attributes}
         )
 
     @classmethod
     def collect_facts(cls, context: FileContext) -> DtypeFacts | None:
-        """The file's role values, translations, helpers and asserts; only in files that
-        hold a trigger, so that the files the prefilter keeps decide alone."""
-        triggers = cls.triggers(context.config)
-        if triggers is not None and not _trigger_set(triggers).matches(context.text.encode()):
-            return None
+        """The file's role values, translations, helpers and asserts (the engine asks
+        only files holding a trigger, so that the files the prefilter keeps decide
+        alone)."""
         return role_values(context).facts(context)
 
     def __init__(self, context: FileContext) -> None:
@@ -838,11 +835,6 @@ self.swa_loc = loc.long()
         else:
             new = f"{prefix}.{dtype}"
         return ctx.replace(node, new, f"Use {new}", applicability)
-
-
-@cache
-def _trigger_set(triggers: frozenset[Trigger]) -> TriggerSet:
-    return TriggerSet(triggers)
 
 
 def _noun(binding: RoleBinding) -> str:

@@ -38,7 +38,7 @@ from swacheck.config import DEFAULT_SWA_LOC_PATTERN, Config
 from swacheck.finding import Applicability, Fix
 from swacheck.fix_safety import safe_fix
 from swacheck.rule import Invalid, Rule, Valid
-from swacheck.triggers import Trigger, TriggerSet, all_of
+from swacheck.triggers import Trigger, all_of
 
 if TYPE_CHECKING:
     from swacheck.context import FileContext
@@ -942,10 +942,6 @@ class Runner:
 
     @classmethod
     def collect_facts(cls, context: FileContext) -> FileFacts | None:
-        triggers = cls.triggers(context.config)
-        if triggers is not None and not TriggerSet(triggers).matches(context.text.encode()):
-            # The same argument as the prefilter's: nothing here can matter.
-            return None
         return file_buffer_facts(context)
 
     # -- checking: live-row fills ---------------------------------------------------------

@@ -14,12 +14,12 @@ from swacheck.analysis.provenance import (
     swa_bound_slots,
     translates,
 )
-from swacheck.analysis.roles import WRITE, role_of, words
+from swacheck.analysis.roles import ROLE_NAME_TRIGGERS, WRITE, role_of, words
 from swacheck.analysis.walk import walk
 from swacheck.config import DEFAULT_SWA_LOC_PATTERN, Config
 from swacheck.context import FileContext
 from swacheck.rule import Invalid, Rule, Valid
-from swacheck.triggers import Trigger, word
+from swacheck.triggers import Trigger
 
 # A backend of the same project that takes each SWA value from the SWA side: the
 # names the INVALID examples bind from the full pool are SWA-space names in the project.
@@ -185,6 +185,22 @@ def fill(self, metadata, req_pool_indices, cache_seqlens):
     )
 """
         ),
+        # the table under a kernel wrapper's own name (SGLang 0.5.23's trtllm page table
+        # and DSpark layouts: `full_to_swa`, `swa_mapping`, `full_to_swa_mapping`)
+        Valid(
+            """
+def build_page_table(req_to_token, page_table, swa_page_table, full_to_swa):
+    create_kv_indices_triton[(bs,)](req_to_token, page_table, full_to_swa, swa_page_table)
+"""
+        ),
+        Valid(
+            """
+def commit_layout(req_to_token, swa_mapping, n):
+    swa_loc = torch.empty(n, dtype=torch.int32)
+    _commit_kernel[(n,)](req_to_token, swa_mapping, swa_loc)
+    return swa_loc
+"""
+        ),
     ]
     INVALID = [
         # SWA KV stored at full slot numbers
@@ -271,17 +287,18 @@ def load(self, forward_batch, n):
         ),
     ]
 
-    # A finding sits on a binding of an SWA name (the word ``swa`` or ``window``), and
+    # A finding sits on a binding of an SWA role's name (its text is the trigger), and
     # the exemptions read the same function.
     region_safe = True
 
     @classmethod
     def triggers(cls, config: Config) -> frozenset[Trigger] | None:
-        """An SWA role's name has the word ``swa`` or ``window`` (default pattern); a
-        custom pattern has no known fixed part: no prefilter."""
+        """An SWA role's name has the word ``swa``, or ``window`` with an index or table
+        word (``roles.ROLE_NAME_TRIGGERS``; default pattern); a custom pattern has no
+        known fixed part: no prefilter."""
         if config.swa_loc_pattern != DEFAULT_SWA_LOC_PATTERN:
             return None
-        return frozenset({word("swa"), word("window")})
+        return ROLE_NAME_TRIGGERS
 
     @classmethod
     def collect_facts(cls, context: FileContext) -> frozenset[str] | None:

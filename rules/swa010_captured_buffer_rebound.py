@@ -10,6 +10,7 @@ from swacheck.analysis.buffers import BufferOwners, FileFacts, file_buffer_facts
 from swacheck.analysis.graph_buffers import (
     CG_WORD,
     GRAPH_TEXT,
+    TENSOR_TEXT,
     BufferName,
     FunctionBuffers,
     function_buffers,
@@ -20,7 +21,7 @@ from swacheck.analysis.graph_buffers import (
 )
 from swacheck.config import Config
 from swacheck.rule import Invalid, Rule, Valid
-from swacheck.triggers import Trigger, TriggerSet, word
+from swacheck.triggers import Trigger, TriggerSet, all_of, word
 
 if TYPE_CHECKING:
     from swacheck.context import FileContext
@@ -340,29 +341,30 @@ class CudaGraphBufferRegistry:
         ),
     ]
 
-    # A finding sits in a function whose name, or whose class, holds a graph word.
+    # A finding sits in a function whose name, or whose class, holds a graph word, in a
+    # file of tensor code.
     region_safe = True
 
     @classmethod
     def triggers(cls, config: Config) -> frozenset[Trigger] | None:
-        """Graph words: ``graph``, ``capture``, ``replay``, ``populate``, ``refill``,
-        ``fill_from``, ``load_batch``, ``cg``.
+        """Graph words (``graph``, ``capture``, ``replay``, ``populate``, ``refill``,
+        ``fill_from``, ``load_batch``, ``cg``) in a file that names ``torch``, a
+        ``tensor`` or ``cuda``.
 
         A finding is a rebinding in a replay path: a function whose name holds one of
         ``replay``, ``populate``, ``refill``, ``fill_from``, ``load_batch`` or ``out_graph``,
-        or one whose class block holds a trigger (checked). The buffer rebound is captured:
-        the block of the class allocating it holds its graph evidence (an attribute or
-        method named with a graph word, or a method that captures, replays or populates),
-        and a field bound to a view of it holds the same class's. Every block a finding
-        reads holds a trigger.
+        or one whose class block holds a graph word (checked). The buffer rebound is
+        captured: the block of the class allocating it holds its graph evidence (an
+        attribute or method named with a graph word, or a method that captures, replays
+        or populates), and a field bound to a view of it holds the same class's. Every
+        block a finding reads holds a graph word, and the rule reads no file without
+        tensor text (the engine runs it only where its triggers hold): a CUDA graph's
+        buffers are tensors.
         """
-        return frozenset({*GRAPH_TEXT, word(CG_WORD)})
+        return frozenset({all_of({*GRAPH_TEXT, word(CG_WORD)}, TENSOR_TEXT)})
 
     @classmethod
     def collect_facts(cls, context: FileContext) -> FileFacts | None:
-        triggers = TriggerSet(cls.triggers(context.config) or ())
-        if not triggers.matches(context.text.encode()):
-            return None  # the prefilter's argument: nothing here can matter
         return file_buffer_facts(context)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
@@ -423,7 +425,8 @@ class CudaGraphBufferRegistry:
         scope = ctx.enclosing(node, cst.ClassDef) or node
         return ctx.memo(
             ("swa010.graph_code", id(scope)),
-            lambda: TriggerSet(self.triggers(ctx.config) or ()).matches(
-                ctx.module.code_for_node(scope).encode()
-            ),
+            lambda: _GRAPH_WORDS.matches(ctx.module.code_for_node(scope).encode()),
         )
+
+
+_GRAPH_WORDS = TriggerSet({*GRAPH_TEXT, word(CG_WORD)})

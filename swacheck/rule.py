@@ -73,8 +73,8 @@ class Rule(cst.BatchableCSTVisitor):
     origin: ClassVar[str] = ""
     # Whether ``triggers`` holds per top-level definition, not just per file: a finding
     # and every fact it reads lie in top-level ``def``/``class`` blocks (or module-level
-    # code) holding a trigger. When all rules of an audit are, the engine blanks the
-    # other definitions before parsing (``swacheck.engine.regions``).
+    # code) holding a trigger. The engine blanks the other definitions before parsing,
+    # in files holding no trigger of a rule that is not (``swacheck.engine.regions``).
     region_safe: ClassVar[bool] = False
     VALID: ClassVar[list[Valid]] = []
     INVALID: ClassVar[list[Invalid]] = []
@@ -96,7 +96,8 @@ class Rule(cst.BatchableCSTVisitor):
 
         Case-insensitive substrings, :func:`swacheck.triggers.word` for whole words,
         :func:`swacheck.triggers.all_of` for text that must hold several of them.
-        The engine parses only files matching some enabled rule's triggers, so this
+        The engine parses only files matching some enabled rule's triggers, and runs a
+        rule (``collect_facts`` and its check) only on files matching its own, so this
         must be sound, including for the files whose facts (``collect_facts``, the
         class index) the rule reads across files. Return ``None`` when no such set can
         be given (e.g. a configured pattern with no fixed substring).

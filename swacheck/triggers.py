@@ -7,6 +7,11 @@ match not to sit inside a longer word (``swa`` but not ``swap``); :func:`exact` 
 case-sensitive; :func:`all_of` holds where each of its groups has a match (``raw_``
 and ``loc``: a padding test that resets a location buffer). Regular-expression
 alternations were measured 10x slower than this on SGLang's tree.
+
+Per top-level definition (``engine.regions``), a conjunction's *first* group must match
+the definition itself and the others may match anywhere in its file: ``all_of(graph
+words, tensor words)`` keeps a class with a ``replay`` method in a file that imports
+torch, which the class need not name again.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cache
 
 
 class Word(str):
@@ -38,7 +44,8 @@ def exact(text: str) -> Exact:
 
 @dataclass(frozen=True)
 class AllOf:
-    """A conjunction: text matches when every group has one of its triggers in it."""
+    """A conjunction: text matches when every group has one of its triggers in it; a
+    definition, when its first group matches there and the others in its file."""
 
     groups: tuple[frozenset[str], ...]
 
@@ -74,11 +81,38 @@ class TriggerSet:
     def matches(self, data: bytes) -> bool:
         return self._matches(data, data.lower())
 
-    def _matches(self, data: bytes, lowered: bytes) -> bool:
+    def matches_definition(self, block: bytes, file: FileText) -> bool:
+        """Whether a top-level definition's text ``block`` holds a trigger, a
+        conjunction's groups after the first being looked for in the whole ``file``."""
+        lowered = block.lower()
+        if self._single(block, lowered):
+            return True
+        return any(
+            c[0]._matches(block, lowered) and all(g._matches(*file.both) for g in c[1:])
+            for c in self.conjunctions
+        )
+
+    def _single(self, data: bytes, lowered: bytes) -> bool:
         if any(text in data for text in self.exact):
             return True
         if any(literal in lowered for literal in self.literals):
             return True
-        if any(text in lowered and pattern.search(lowered) for text, pattern in self.words):
+        return any(text in lowered and pattern.search(lowered) for text, pattern in self.words)
+
+    def _matches(self, data: bytes, lowered: bytes) -> bool:
+        if self._single(data, lowered):
             return True
         return any(all(g._matches(data, lowered) for g in c) for c in self.conjunctions)
+
+
+class FileText:
+    """A file's bytes and their lowercase form, computed once for all its definitions."""
+
+    def __init__(self, data: bytes) -> None:
+        self.both = (data, data.lower())
+
+
+@cache
+def compiled(triggers: frozenset[Trigger]) -> TriggerSet:
+    """``triggers`` compiled, once per process."""
+    return TriggerSet(triggers)

@@ -61,6 +61,9 @@ GRAPH_TEXT = frozenset(
     {"graph", "capture", "replay", "populate", "refill", "fill_from", "load_batch"}
 )
 CG_WORD = "cg"
+# Text a file of tensor code holds: a CUDA graph reads tensors, and a file that never
+# names torch, a tensor or CUDA allocates, fills or rebinds none of its buffers.
+TENSOR_TEXT = frozenset({"torch", "tensor", "cuda"})
 
 
 def is_graph_name(name: str) -> bool:

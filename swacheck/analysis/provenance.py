@@ -6,7 +6,8 @@ pages and the page table built from them, names with ``full`` and a location wor
 dtype-keeping copies and casts, arithmetic with a scalar, conditionals whose every
 branch is full side, and the bindings of a local. *SWA side*: an expression that
 translates (a ``translate-methods`` call or any call whose name has ``translate``, a
-gather through a mapping attribute, a call handed a mapping attribute or a translator),
+gather through the full->SWA table, a call handed the table or a translator; the table
+is a mapping attribute or a name that says so, ``full_to_swa``, ``swa_mapping``),
 an SWA allocator's result, or any value named for an SWA role. Everything else is
 unknown and never reported.
 """
@@ -19,7 +20,7 @@ from swacheck.analysis.aliases import VIEW_METHODS, strip_views
 from swacheck.analysis.dtypes import CAST_METHODS, assignments
 from swacheck.analysis.escapes import DTYPE_PRESERVING
 from swacheck.analysis.names import Names, call_name, dotted_name, target_name
-from swacheck.analysis.roles import is_full_side_name, role_of
+from swacheck.analysis.roles import is_full_side_name, is_translation_table, role_of
 from swacheck.analysis.walk import walk
 from swacheck.context import FileContext
 
@@ -91,12 +92,13 @@ def is_swa_side(
             if found:
                 return False
             if (isinstance(node, cst.Call) and translates(node, names, scope)) or (
-                isinstance(node, cst.Subscript) and names.is_mapping(_last_name(node.value) or "")
+                isinstance(node, cst.Subscript)
+                and is_translation_table(_last_name(node.value) or "", names)
             ):
                 found = True
             elif isinstance(node, cst.Name | cst.Attribute):
                 name = _last_name(node) or ""
-                if names.is_mapping(name) or role_of(name, names) is not None:
+                if is_translation_table(name, names) or role_of(name, names) is not None:
                     found = True
             return not found
 
@@ -142,7 +144,7 @@ def is_mapping_value(
             expr = expr.func.value
         else:
             break
-    if names.is_mapping(_last_name(expr) or ""):
+    if is_translation_table(_last_name(expr) or "", names):
         return True
     if isinstance(expr, cst.Name) and scope is not None:
         return any(

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from swacheck.triggers import Trigger, all_of, word
+
 if TYPE_CHECKING:
     from swacheck.analysis.names import Names
 
@@ -33,6 +35,20 @@ _TABLE_KINDS = frozenset({"page", "block"})
 # Full-pool values by their whole name: the batch's write locations, the request pages
 # and the page table built from them.
 _FULL_NAMES = frozenset({"out_cache_loc", "req_to_token", "page_table"})
+
+
+# Text every SWA role's name holds (default ``swa-loc-pattern``), for a prefilter: the
+# word ``swa``, or the word ``window`` with an index or table word (``window_kv_indices``,
+# ``window_page_table``; not ``window_size``, nor a GUI's window).
+ROLE_NAME_TRIGGERS: frozenset[Trigger] = frozenset(
+    {
+        word("swa"),
+        all_of(
+            {word("window")},
+            {"_index", "index_", "_indices", "indices_", "_table", "table_"},
+        ),
+    }
+)
 
 
 def words(name: str) -> frozenset[str]:
@@ -52,6 +68,18 @@ def role_of(name: str, names: Names) -> str | None:
     if "window" in found and found & _INDEX_WORDS:
         return PAGE_TABLE
     return None
+
+
+def is_translation_table(name: str, names: Names) -> bool:
+    """The full->SWA table by name: a configured mapping attribute, or a name that says
+    so whatever a kernel or a local calls it (``full_to_swa``, ``swa_mapping``,
+    ``full_to_swa_mapping``; not ``full_to_swa_loc``, a location)."""
+    if names.is_mapping(name):
+        return True
+    found = words(name)
+    if found & _LOC_WORDS:
+        return False
+    return "full_to_swa" in name.lower() or {"swa", "mapping"} <= found
 
 
 def is_full_side_name(name: str) -> bool:

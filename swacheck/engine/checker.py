@@ -1,4 +1,10 @@
-"""One file through the rules: first-pass facts, then the batched check."""
+"""One file through the rules: first-pass facts, then the batched check.
+
+A rule runs on a file only where the file holds one of its triggers (``Rule.triggers``):
+the prefilter's argument, applied per rule. Without them it can neither fire nor need
+facts there, so skipping it changes nothing but the time an audit takes: a candidate
+file holding SWA010's graph words is not walked by SWA009 for SWA names it lacks.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +23,7 @@ from swacheck.engine.parse import Parsed, nesting_finding
 from swacheck.engine.selection import ignored_for_path, is_ignored
 from swacheck.finding import UNUSED_NOQA_CODE, Finding
 from swacheck.rule import Rule
+from swacheck.triggers import compiled
 
 
 @dataclass
@@ -32,12 +39,24 @@ def _context(path: str, parsed: Parsed, config: Config, project: ProjectIndex) -
     )
 
 
+def _applies(rules: Sequence[type[Rule]], parsed: Parsed, config: Config) -> list[type[Rule]]:
+    """The ``rules`` whose triggers ``parsed``'s file holds (those without: all)."""
+    data = parsed.text.encode()
+    found = []
+    for rule in rules:
+        triggers = rule.triggers(config)
+        if triggers is None or compiled(triggers).matches(data):
+            found.append(rule)
+    return found
+
+
 def collect_facts(
     path: str, parsed: Parsed, rules: Sequence[type[Rule]], config: Config
 ) -> ModuleFacts | Finding:
     """The file's first-pass facts; SWA999 if it is nested too deeply to analyse."""
     context = _context(path, parsed, config, ProjectIndex())
     summaries = any(rule.needs_skeletons(context) for rule in rules)
+    rules = _applies(rules, parsed, config)
     try:
         with memoized_children():
             positions = context.positions if summaries else None
@@ -80,6 +99,10 @@ def check_parsed(
     report_unused = known_codes is not None and not is_ignored(UNUSED_NOQA_CODE, ignored)
     if not active and not report_unused:
         return outcome
+    applying = _applies(active, parsed, config)
+    # A rule the file holds no trigger of runs in effect: it can find nothing here.
+    idle = [rule.code for rule in active if rule not in applying]
+    active = applying
     try:
         with time_limit(config.max_file_time):
             visitors = _run(path, parsed, active, config, project, outcome)
@@ -100,7 +123,7 @@ def check_parsed(
             elif not noqa.file_covers(finding.code):
                 outcome.findings.append(finding)
     if report_unused and known_codes is not None:
-        ran = [visitor.code for visitor in visitors]
+        ran = [visitor.code for visitor in visitors] + idle
         found = unused(path, noqa, ran, used, known_codes)
         outcome.findings.extend(f for f in found if not noqa.file_covers(f.code))
     return outcome

@@ -18,9 +18,8 @@ from swacheck.analysis.tree import TreeMaps
 from swacheck.engine import limits
 from swacheck.engine.guards import Shape, shape_problem
 from swacheck.engine.noqa import NONE, Suppressions, suppressions
-from swacheck.engine.regions import blank_irrelevant_definitions
+from swacheck.engine.regions import Regions, blank_irrelevant_definitions
 from swacheck.finding import PARSE_ERROR_CODE, Finding, Position
-from swacheck.triggers import TriggerSet
 
 
 @dataclass(frozen=True)
@@ -166,7 +165,7 @@ def too_large(path: str, data: bytes, limit: int) -> Finding | None:
 
 
 def parse_regions(
-    path: str, data: bytes, regions: TriggerSet | None, max_size: int = 0
+    path: str, data: bytes, regions: Regions | None, max_size: int = 0
 ) -> Parsed | Finding:
     """Parse ``data`` with the definitions ``regions`` matches no trigger of blanked out
     (``engine.regions``), if that parses; else the whole file. A file over ``max_size``

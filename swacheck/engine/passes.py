@@ -19,12 +19,12 @@ from typing import Any
 from swacheck.analysis.index import ModuleFacts, ProjectIndex
 from swacheck.config import Config
 from swacheck.engine.checker import CheckOutcome
+from swacheck.engine.regions import Regions
 from swacheck.engine.sources import Source
 from swacheck.engine.units import FixOutcome, diff_of
 from swacheck.engine.workers import Executor, Workers
 from swacheck.finding import Finding
 from swacheck.rule import Rule
-from swacheck.triggers import TriggerSet
 
 __all__ = ["FixOutcome", "PassOptions", "Passes", "diff_of"]
 
@@ -37,7 +37,7 @@ class PassOptions:
     # Where the units run (the workspace's worker processes).
     workers: Workers
     # Triggers of the definitions worth parsing, when every rule is region-safe.
-    regions: TriggerSet | None
+    regions: Regions | None
 
 
 class Passes:

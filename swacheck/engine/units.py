@@ -30,9 +30,9 @@ from swacheck.engine.limits import (
     time_limit,
 )
 from swacheck.engine.parse import Parsed, parse_regions, parse_source
+from swacheck.engine.regions import Regions
 from swacheck.finding import Finding
 from swacheck.rule import Rule
-from swacheck.triggers import TriggerSet
 
 # Fix passes per file before giving up on convergence (ruff uses 100).
 MAX_FIX_PASSES = 10
@@ -71,7 +71,7 @@ def cannot_analyse(path: str, exc: BaseException) -> Finding:
 
 
 def parse(
-    path: str, data: bytes, regions: TriggerSet | None, config: Config, phase: Phase = _no_phase
+    path: str, data: bytes, regions: Regions | None, config: Config, phase: Phase = _no_phase
 ) -> Parsed | Finding:
     """The tree the passes work on (definitions no trigger matches blanked out where
     ``regions``), or the ``SWA999`` saying why there is none."""
@@ -84,7 +84,7 @@ def first_pass(
     data: bytes,
     rules: Sequence[type[Rule]],
     config: Config,
-    regions: TriggerSet | None,
+    regions: Regions | None,
     phase: Phase = _no_phase,
 ) -> tuple[Parsed | None, ModuleFacts | Finding]:
     """Parse one file and collect its facts, within ``max-file-time``: the tree (to keep
@@ -113,7 +113,7 @@ def check(
     config: Config,
     project: ProjectIndex,
     known_codes: frozenset[str] | None,
-    regions: TriggerSet | None,
+    regions: Regions | None,
     phase: Phase = _no_phase,
 ) -> CheckOutcome:
     """Run ``rules`` over one file (its tree, or its bytes to parse again), within

@@ -69,10 +69,10 @@ from swacheck.engine import units
 from swacheck.engine.checker import CheckOutcome
 from swacheck.engine.limits import beyond_limits, os_limits, out_of_memory, out_of_time
 from swacheck.engine.parse import Parsed
+from swacheck.engine.regions import Regions
 from swacheck.engine.units import FixOutcome
 from swacheck.finding import Finding
 from swacheck.rule import Rule
-from swacheck.triggers import TriggerSet
 
 # One file for the first pass: its number in the audit, key, bytes, and whether its
 # tree is kept for the check (findings are asked for it).
@@ -188,7 +188,7 @@ class _Serving:
         conn: Connection,
         rules: Sequence[type[Rule]],
         config: Config,
-        regions: TriggerSet | None,
+        regions: Regions | None,
         facts: dict[str, Any],
         phase: mmap.mmap,
     ) -> None:
@@ -419,7 +419,7 @@ class WorkerPool:
         self,
         rules: Sequence[type[Rule]],
         config: Config,
-        regions: TriggerSet | None,
+        regions: Regions | None,
         size: int,
         stall: float | None = None,
     ) -> None:
@@ -711,7 +711,7 @@ class InProcess:
     the process's."""
 
     def __init__(
-        self, rules: Sequence[type[Rule]], config: Config, regions: TriggerSet | None
+        self, rules: Sequence[type[Rule]], config: Config, regions: Regions | None
     ) -> None:
         self.rules, self.config, self.regions = tuple(rules), config, regions
         self._trees: dict[int, Parsed] = {}
@@ -798,7 +798,7 @@ class Workers:
         self._key: tuple[Any, ...] | None = None
 
     def executor(
-        self, rules: Sequence[type[Rule]], config: Config, regions: TriggerSet | None, files: int
+        self, rules: Sequence[type[Rule]], config: Config, regions: Regions | None, files: int
     ) -> Executor:
         """The executor for an audit of these rules, with up to ``jobs`` workers (one
         where fewer than :data:`PARALLEL_THRESHOLD` files are to be handled)."""

@@ -692,11 +692,12 @@ class Workspace:
         diff: bool,
     ) -> None:
         from swacheck.engine.passes import Passes, PassOptions
+        from swacheck.engine.regions import Regions
         from swacheck.engine.workers import Workers
 
         regions = None
-        if self.prefilter and applicable and all(spec.region_safe for spec in applicable):
-            regions = Prefilter(applicable).triggers
+        if self.prefilter and applicable and all(spec.triggers is not None for spec in applicable):
+            regions = Regions.of(applicable)
         codes = {spec.code for spec in applicable}
         mode = "regions" if regions is not None else "whole"
         profile = f"{mode}:{','.join(spec.code for spec in applicable)}"
