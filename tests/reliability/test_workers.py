@@ -91,9 +91,10 @@ def test_no_worker_outlives_its_audit(tmp_path: Path, how: str) -> None:
     status = audit.wait(timeout=30)
     _until(lambda: not any(_alive(pid) for pid in workers), 5)
     stderr = audit.stderr.read().decode() if audit.stderr else ""
+    stdout = audit.stdout.read().decode() if audit.stdout else ""
     assert "Traceback" not in stderr, stderr
     expected = {"SIGKILL": -signal.SIGKILL, "SIGTERM": 143, "SIGINT": 130}[how]
-    assert status == expected, stderr
+    assert status == expected, (stdout, stderr)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
