@@ -201,6 +201,16 @@ def commit_layout(req_to_token, swa_mapping, n):
     return swa_loc
 """
         ),
+        # two constructions written alike are two values (vLLM 0.33's warm-up inputs)
+        Valid(
+            """
+def warmup_inputs(self):
+    return dict(
+        swa_indices=TritonWarmupTensor(torch.int32, shape=(1, 1)),
+        block_table=TritonWarmupTensor(torch.int32, shape=(1, 1)),
+    )
+"""
+        ),
     ]
     INVALID = [
         # SWA KV stored at full slot numbers
@@ -371,7 +381,9 @@ def load(self, forward_batch, n):
             if self._candidate(keyword, None, arg.value, arg):
                 continue
             text = self.context.module.code_for_node(arg.value)
-            if text in texts and not _is_none(arg.value):
+            # Two calls written alike build two values (`TritonWarmupTensor(...)` stubs
+            # of a kernel's warm-up): only a reference is the same value twice.
+            if text in texts and not _is_none(arg.value) and not isinstance(arg.value, cst.Call):
                 self._report(
                     keyword,
                     arg,

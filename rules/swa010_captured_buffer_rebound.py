@@ -56,7 +56,7 @@ class CapturedBufferRebound(Rule):
     and is not named for setting up (`__init__`, `init_*`, `*capture*`, `*alloc*`,
     `create`, `build`, `setup`, `register`). Rebinding there is allowed under a test that
     says the code runs at capture (`if in_capture:`, `if self.is_capturing():`) or
-    allocates lazily (`if self.buf is None:`).
+    allocates lazily (`if self.buf is None:`, `if not hasattr(self, "buf"):`).
 
     ## Why is this bad?
     A captured graph replays its kernels on the addresses it captured (invariant I10). A
@@ -112,6 +112,8 @@ class Backend:
     def init_forward_metadata_out_graph(self, forward_batch, in_capture=False):
         if self.graph_swa_page_table is None:
             self.graph_swa_page_table = torch.zeros(8, 64, dtype=torch.int32)
+        if not hasattr(self, "graph_cu_seqlens"):  # vLLM 0.33's turboquant backend
+            self.graph_cu_seqlens = torch.zeros(2, dtype=torch.int32)
         if in_capture:
             self.graph_swa_page_table = torch.zeros(8, 64, dtype=torch.int32)
         else:

@@ -441,9 +441,17 @@ def _is_capture_test(test: cst.BaseExpression) -> bool | None:
 
 
 def _is_absence_test(test: cst.BaseExpression) -> bool:
-    """``x is None``, ``"k" not in d`` (also in an ``or``): a lazy allocation's test."""
+    """``x is None``, ``"k" not in d``, ``not hasattr(self, "x")`` (also in an ``or``): a
+    lazy allocation's test."""
     if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
         return _is_absence_test(test.left) or _is_absence_test(test.right)
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = test.expression
+        return (
+            isinstance(inner, cst.Call)
+            and isinstance(inner.func, cst.Name)
+            and inner.func.value == "hasattr"
+        )
     if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
         op = test.comparisons[0].operator
         comparator = test.comparisons[0].comparator
