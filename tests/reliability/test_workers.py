@@ -61,6 +61,10 @@ def _until(found: object, timeout: float) -> None:
     raise AssertionError(f"not within {timeout} s")
 
 
+def _interruptible() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _busy_audit(tmp_path: Path) -> tuple[subprocess.Popen[bytes], list[int]]:
     """``swacheck audit`` with its workers in the middle of a long native parse."""
     write(tmp_path / "slow.py", SLOW)
@@ -70,6 +74,9 @@ def _busy_audit(tmp_path: Path) -> tuple[subprocess.Popen[bytes], list[int]]:
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        # As from a terminal: a test run started in the background (`cmd &` in a script,
+        # as CI runners do) hands its children SIGINT ignored, and Python keeps it so.
+        preexec_fn=_interruptible,
     )
     workers: list[int] = []
 
