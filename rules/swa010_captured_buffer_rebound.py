@@ -21,7 +21,7 @@ from swacheck.analysis.graph_buffers import (
 )
 from swacheck.config import Config
 from swacheck.rule import Invalid, Rule, Valid
-from swacheck.triggers import Trigger, TriggerSet, all_of, word
+from swacheck.triggers import Trigger, all_of, compiled, word
 
 if TYPE_CHECKING:
     from swacheck.context import FileContext
@@ -363,7 +363,7 @@ class CudaGraphBufferRegistry:
         tensor text (the engine runs it only where its triggers hold): a CUDA graph's
         buffers are tensors.
         """
-        return frozenset({all_of({*GRAPH_TEXT, word(CG_WORD)}, TENSOR_TEXT)})
+        return frozenset({all_of(_GRAPH_WORDS, TENSOR_TEXT)})
 
     @classmethod
     def collect_facts(cls, context: FileContext) -> FileFacts | None:
@@ -427,8 +427,8 @@ class CudaGraphBufferRegistry:
         scope = ctx.enclosing(node, cst.ClassDef) or node
         return ctx.memo(
             ("swa010.graph_code", id(scope)),
-            lambda: _GRAPH_WORDS.matches(ctx.module.code_for_node(scope).encode()),
+            lambda: compiled(_GRAPH_WORDS).matches(ctx.module.code_for_node(scope).encode()),
         )
 
 
-_GRAPH_WORDS = TriggerSet({*GRAPH_TEXT, word(CG_WORD)})
+_GRAPH_WORDS: frozenset[Trigger] = frozenset({*GRAPH_TEXT, word(CG_WORD)})
