@@ -183,6 +183,26 @@ class DualChunkBackend:
         self.forward_metadata.max_seq_len = int(seq_lens.max())
 """
         ),
+        # A graph runner's per-step method that allocates a fresh tensor for another
+        # object's field each step: the field is per-step state, never allocated once
+        # before capture, so rebinding it elsewhere is no rebound graph buffer.
+        Valid(
+            """
+import torch
+
+
+class ModelRunner:
+    def capture_model(self):
+        self.graphs = {}
+
+    def receive_prev_tokens(self, num_reqs):
+        recv = torch.empty((num_reqs, 1), dtype=torch.int32)
+        self.input_batch.prev_tokens = recv
+
+    def fill_from_sampler(self, next_token_ids):
+        self.input_batch.prev_tokens = next_token_ids.unsqueeze(1)
+"""
+        ),
     ]
     INVALID = [
         # The backend's graph buffer rebound to the translation in the replay path.

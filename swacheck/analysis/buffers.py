@@ -30,6 +30,7 @@ from swacheck.analysis.graph_buffers import (
     is_graph_name,
     is_graph_role_method,
     is_replay_name,
+    is_setup_name,
     is_tail,
     is_whole,
     viewed,
@@ -139,7 +140,8 @@ class _ClassScratch:
     allocated: dict[str, str] = field(default_factory=dict)
     containers: dict[str, str] = field(default_factory=dict)
     tensor_fields: set[str] = field(default_factory=set)
-    fields: dict[str, str] = field(default_factory=dict)
+    # another object's field -> every method allocating it
+    fields: dict[str, set[str]] = field(default_factory=dict)
 
 
 class BufferFactsCollector(cst.CSTVisitor):
@@ -231,11 +233,18 @@ class BufferFactsCollector(cst.CSTVisitor):
         for found, into in (
             (scratch.allocated, facts.captured),
             (scratch.containers, facts.captured_containers),
-            (scratch.fields, facts.allocated_fields),
         ):
             for attr, method in found.items():
                 if graph_class or is_graph_name(attr) or is_graph_name(method):
                     into.add(attr)
+        # Another object's field is a graph buffer only when set up once, before capture
+        # (``register_slot``, ``init_cuda_graph_state``): a graph class's per-step method
+        # that binds a fresh tensor to it each step makes it per-step state.
+        for attr, methods in scratch.fields.items():
+            if is_graph_name(attr) or any(
+                is_setup_name(method) or is_graph_name(method) for method in methods
+            ):
+                facts.allocated_fields.add(attr)
         if graph_class:
             facts.captured |= scratch.tensor_fields
 
@@ -291,7 +300,7 @@ class BufferFactsCollector(cst.CSTVisitor):
                 scratch.containers.setdefault(attr, method.name)
         for attr, value in method.fields:
             if is_allocation(value, allocated):
-                scratch.fields.setdefault(attr, method.name)
+                scratch.fields.setdefault(attr, set()).add(method.name)
 
     def _self_write(self, attr: str, value: cst.BaseExpression | None, bind: bool) -> None:
         method = self._method
