@@ -34,6 +34,7 @@ from swacheck.engine.texts import FileTexts
 from swacheck.engine.workspace import Workspace
 from swacheck.report import DEFAULT_FORMAT, FORMATS, HUMAN_FORMATS
 from swacheck.report.context import ReportContext
+from swacheck.report.progress import ProgressLine
 from swacheck.report.style import Style, wants_colour
 from swacheck.report.summary import (
     closing,
@@ -286,6 +287,8 @@ def _audit(args: argparse.Namespace) -> int:
         "force_exclude": args.force_exclude,
     }
     documents: dict[str, bytes] = {}
+    progress = _progress_line(args)
+    options["progress"] = progress
     if stdin:
         text = sys.stdin.buffer.read()
         try:
@@ -295,11 +298,18 @@ def _audit(args: argparse.Namespace) -> int:
             if fix and not args.silent:  # an editor replaces its buffer with stdout
                 _write_fixed_source(AuditResult(), document, text)
             raise
+        finally:
+            if progress is not None:
+                progress.close()
         documents = {shown: result.fixed_documents.get(shown, text) for shown in result.files}
     else:
         add_noqa = args.add_noqa_reason if args.add_noqa else None
-        with _terminate_on_sigterm():
-            result = workspace.audit(args.paths, add_noqa=add_noqa, **options)
+        try:
+            with _terminate_on_sigterm():
+                result = workspace.audit(args.paths, add_noqa=add_noqa, **options)
+        finally:
+            if progress is not None:
+                progress.close()
     texts = FileTexts(result.files, documents)
     enabled = [spec.code for spec in selection.rules] + sorted(selection.engine_codes)
     if args.add_noqa:
@@ -323,6 +333,14 @@ def _audit(args: argparse.Namespace) -> int:
     for error in result.errors:
         print(f"error: {error}", file=sys.stderr)
     return _exit_status(args, result)
+
+
+def _progress_line(args: argparse.Namespace) -> ProgressLine | None:
+    """The progress line on stderr, where a person reads the report in a terminal."""
+    human = args.output_format in HUMAN_FORMATS
+    if args.quiet or args.silent or not human or not sys.stderr.isatty():
+        return None
+    return ProgressLine(sys.stderr)
 
 
 def _check_adoption_options(args: argparse.Namespace, stdin: bool) -> None:

@@ -22,7 +22,7 @@ from swacheck.engine.checker import CheckOutcome
 from swacheck.engine.regions import Regions
 from swacheck.engine.sources import Source
 from swacheck.engine.units import FixOutcome, diff_of
-from swacheck.engine.workers import Executor, Workers
+from swacheck.engine.workers import Advance, Executor, Workers, no_progress
 from swacheck.finding import Finding
 from swacheck.rule import Rule
 
@@ -41,9 +41,11 @@ class PassOptions:
 
 
 class Passes:
-    def __init__(self, options: PassOptions) -> None:
+    def __init__(self, options: PassOptions, advance: Advance = no_progress) -> None:
         self.options = options
         self.config = options.config
+        # Told how many more files are done, as they are (the audit's progress).
+        self.advance = advance
         self._executor: Executor | None = None
 
     def _on(self, files: int) -> Executor:
@@ -60,7 +62,7 @@ class Passes:
         of those whose findings are asked for (``Source.report``) are kept for the check.
         ``known``: the facts of the project's other files, by key (already in memory)."""
         jobs = [(s.number, s.key, s.data, s.report) for s in sources]
-        return self._on(len(jobs)).first_pass(jobs, known or {})
+        return self._on(len(jobs)).first_pass(jobs, known or {}, self.advance)
 
     def check(
         self,
@@ -75,7 +77,7 @@ class Passes:
         jobs = [(s.number, s.key, s.relative, s.data) for s in sources]
         if not jobs:
             return {}
-        return self._on(len(jobs)).check(jobs, rules, project, known_codes)
+        return self._on(len(jobs)).check(jobs, rules, project, known_codes, self.advance)
 
     def fix(
         self,

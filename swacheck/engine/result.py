@@ -20,6 +20,9 @@ class AuditResult:
     files_parsed: int = 0
     # Project files parsed for their facts (not found in memory or the cache).
     facts_parsed: int = 0
+    # Project files left out of the context: their facts were not known yet
+    # (``Workspace.audit(complete=False)``).
+    left_out: int = 0
     fixes_applied: int = 0
     # Suppression comments ``add_noqa`` wrote or extended.
     noqa_added: int = 0
@@ -32,6 +35,11 @@ class AuditResult:
     fixed_documents: dict[str, bytes] = field(default_factory=dict)
     # Each reported file's shown path -> its path, so callers can map findings back.
     files: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def partial(self) -> bool:
+        """Whether some project file was left out of the context."""
+        return self.left_out > 0
 
     def findings_for(self, path: Path) -> list[Finding]:
         """The findings of one reported file (``path`` as it was given)."""

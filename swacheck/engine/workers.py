@@ -80,6 +80,13 @@ ParseJob = tuple[int, str, bytes, bool]
 # One file to check: number, key, path relative to the configuration's root, bytes.
 CheckJob = tuple[int, str, str, bytes]
 Facts = ModuleFacts | Finding
+# Told how many more files are done (an audit's progress).
+Advance = Callable[[int], None]
+
+
+def no_progress(done: int) -> None:
+    """The progress of an audit nobody watches."""
+
 
 # Exit status of a worker that could not set itself up (not a file's fault).
 _SETUP_FAILED = 70
@@ -635,15 +642,18 @@ class WorkerPool:
 
     # -- the passes --------------------------------------------------------------------
 
-    def first_pass(self, jobs: Sequence[ParseJob], known: Mapping[str, Any]) -> dict[int, Facts]:
+    def first_pass(
+        self, jobs: Sequence[ParseJob], known: Mapping[str, Any], advance: Advance = no_progress
+    ) -> dict[int, Facts]:
         """Each file's facts (or ``SWA999``), by number; trees of ``keep`` files stay in
         the worker that parsed them. ``known``: facts the parent holds already (a worker
-        forked from now on starts with them)."""
+        forked from now on starts with them); ``advance``: told of each file done."""
         self._view.update((k, f) for k, f in known.items() if isinstance(f, ModuleFacts))
         results: dict[int, Facts] = {}
 
         def done(task: _Task, worker: _Worker | None, reply: Facts) -> None:
             results[task.number] = reply
+            advance(1)
             if isinstance(reply, ModuleFacts):
                 self._view[task.key] = reply
                 if worker is not None:
@@ -662,6 +672,7 @@ class WorkerPool:
         rules: Sequence[type[Rule]],
         project: ProjectIndex,
         known_codes: frozenset[str] | None,
+        advance: Advance = no_progress,
     ) -> dict[int, CheckOutcome]:
         """Each file's outcome under ``rules`` (a subset of the pool's), by number."""
         self._project = project
@@ -671,6 +682,7 @@ class WorkerPool:
 
         def done(task: _Task, worker: _Worker | None, reply: CheckOutcome) -> None:
             outcomes[task.number] = reply
+            advance(1)
 
         self._run(
             [
@@ -716,7 +728,9 @@ class InProcess:
         self.rules, self.config, self.regions = tuple(rules), config, regions
         self._trees: dict[int, Parsed] = {}
 
-    def first_pass(self, jobs: Sequence[ParseJob], known: Mapping[str, Any]) -> dict[int, Facts]:
+    def first_pass(
+        self, jobs: Sequence[ParseJob], known: Mapping[str, Any], advance: Advance = no_progress
+    ) -> dict[int, Facts]:
         results: dict[int, Facts] = {}
         for number, key, data, keep in jobs:
             tree, results[number] = units.first_pass(
@@ -724,6 +738,7 @@ class InProcess:
             )
             if keep and tree is not None:
                 self._trees[number] = tree
+            advance(1)
         return results
 
     def check(
@@ -732,20 +747,16 @@ class InProcess:
         rules: Sequence[type[Rule]],
         project: ProjectIndex,
         known_codes: frozenset[str] | None,
+        advance: Advance = no_progress,
     ) -> dict[int, CheckOutcome]:
-        return {
-            number: units.check(
-                key,
-                relative,
-                self._trees.get(number) or data,
-                rules,
-                self.config,
-                project,
-                known_codes,
-                self.regions,
+        outcomes: dict[int, CheckOutcome] = {}
+        for number, key, relative, data in jobs:
+            tree = self._trees.get(number) or data
+            outcomes[number] = units.check(
+                key, relative, tree, rules, self.config, project, known_codes, self.regions
             )
-            for number, key, relative, data in jobs
-        }
+            advance(1)
+        return outcomes
 
     def fix(
         self,

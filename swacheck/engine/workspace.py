@@ -38,7 +38,7 @@ import os
 import re
 import time
 import tokenize
-from collections.abc import Iterable, Mapping, Sequence, Set
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -85,6 +85,33 @@ if TYPE_CHECKING:
 DEFAULT_ENGINE_CODES = frozenset(c.code for c in ENGINE_CODES if c.default)
 # A noqa comment that may name an SWA code (what SWA100 reads).
 _SWA_NOQA = re.compile(rb"noqa[ \t]*:[^\n]*swa", re.IGNORECASE)
+
+# Told ``(done, total)`` files as an audit goes.
+Progress = Callable[[int, int], None]
+
+
+class _Progress:
+    """An audit's progress: files whose facts are computed, then files checked."""
+
+    def __init__(self, report: Progress | None) -> None:
+        self.report = report
+        self.done = 0
+        self.total = 0
+
+    def start(self, total: int) -> None:
+        """Some work starts: ``total`` files in all (the first call decides)."""
+        if self.total or not total:
+            return
+        self.total = total
+        if self.report is not None:
+            self.report(0, total)
+
+    def advance(self, count: int) -> None:
+        if not self.total:
+            return
+        self.done = min(self.done + count, self.total)
+        if self.report is not None:
+            self.report(self.done, self.total)
 
 
 @dataclass(frozen=True)
@@ -315,6 +342,8 @@ class Workspace:
         force_exclude: bool = False,
         rescan: bool = True,
         add_noqa: str | None = None,
+        complete: bool = True,
+        progress: Progress | None = None,
     ) -> AuditResult:
         """Findings for ``paths`` (files, and Python files under folders) and
         ``documents`` (path -> current text, overriding the file on disk), in the
@@ -327,10 +356,25 @@ class Workspace:
         paths named in :meth:`files_changed` since (only those are stat'ed);
         ``add_noqa``: write a ``# noqa`` for each finding of a file on disk, followed by
         this reason if not empty (``AuditResult.noqa_added``; those findings are dropped).
+        ``complete=False``: the project's files whose facts are neither in memory nor in
+        the cache are left out of the context, and only the files asked about are
+        analysed (an editor's first diagnostics, before the project's facts are in;
+        ``AuditResult.partial`` says whether any file was left out). ``progress``: called
+        with ``(done, total)`` files as the analysis goes (not at all when nothing has
+        to be parsed).
         """
         with gc_paused():  # what an audit allocates (inventory, facts, trees) has no cycles
             return self._audit(
-                paths, documents or {}, fix, unsafe_fixes, diff, force_exclude, rescan, add_noqa
+                paths,
+                documents or {},
+                fix,
+                unsafe_fixes,
+                diff,
+                force_exclude,
+                rescan,
+                add_noqa,
+                complete,
+                _Progress(progress),
             )
 
     def _audit(
@@ -343,6 +387,8 @@ class Workspace:
         force_exclude: bool,
         rescan: bool,
         add_noqa: str | None,
+        complete: bool,
+        progress: _Progress,
     ) -> AuditResult:
         result = AuditResult()
         scan_ns = time.time_ns()
@@ -385,10 +431,17 @@ class Workspace:
             asked = [item for item in candidates if item.report]
             result.files_parsed = len(asked)
             if asked:
-                self._analyse(candidates, applicable, result, fix, unsafe_fixes, diff)
+                self._analyse(
+                    candidates, applicable, result, fix, unsafe_fixes, diff, complete, progress
+                )
             result.findings = self._shown(result.findings, report)
             result.fixed = self._shown(result.fixed, report)
-            if self._cache is not None and run_key and not result.errors and not (fix or diff):
+            if (
+                self._cache is not None
+                and run_key
+                and not result.errors
+                and not (fix or diff or result.partial)
+            ):
                 inactive = tuple(sorted(result.inactive.items()))
                 record = _RunRecord(tuple(result.findings), result.files_parsed, inactive)
                 self._cache.put(run_key, record)
@@ -690,6 +743,8 @@ class Workspace:
         fix: bool,
         unsafe: bool,
         diff: bool,
+        complete: bool,
+        progress: _Progress,
     ) -> None:
         from swacheck.engine.passes import Passes, PassOptions
         from swacheck.engine.regions import Regions
@@ -717,9 +772,9 @@ class Workspace:
         by_key = {item.key: item for item in candidates}
         if self._workers is None:
             self._workers = Workers(self.jobs, keep=self._keep_workers)
-        passes = Passes(PassOptions(rules, self.config, self._workers, regions))
+        passes = Passes(PassOptions(rules, self.config, self._workers, regions), progress.advance)
         try:
-            records = self._first_pass(by_key, sources, profile, passes, result)
+            records = self._first_pass(by_key, sources, profile, passes, result, complete, progress)
             project, digest = self._project_index(records)
             active = []
             for rule in rules:
@@ -729,7 +784,7 @@ class Workspace:
                 else:
                     result.inactive[rule.code] = reason
             self._second_pass(
-                by_key, sources, records, project, digest, profile, active, passes, result
+                by_key, sources, records, project, digest, profile, active, passes, result, progress
             )
             if fix or diff:
                 self._fix(by_key, sources, active, project, passes, result, unsafe, diff)
@@ -743,8 +798,11 @@ class Workspace:
         profile: str,
         passes: Passes,
         result: AuditResult,
+        complete: bool,
+        progress: _Progress,
     ) -> dict[str, FactsRecord]:
-        """Every candidate's facts: from memory, the cache, or parsed now."""
+        """Every candidate's facts: from memory, the cache, or parsed now (``complete``;
+        else only those of the files asked about are)."""
         records: dict[str, FactsRecord] = {}
         missing = []
         for key, item in by_key.items():
@@ -752,9 +810,12 @@ class Workspace:
             record = self._facts.get(key, item.state.digest, profile)
             if record is not None:
                 records[key] = record
-            else:
+            elif complete or item.report:
                 missing.append(key)
+            else:
+                result.left_out += 1
         if missing:
+            progress.start(len(missing) + sum(1 for item in by_key.values() if item.report))
             todo = []
             oversized: dict[int, ModuleFacts | Finding] = {}
             for key in missing:
@@ -776,7 +837,8 @@ class Workspace:
                 if first is None or state is None:
                     continue
                 records[key] = self._facts.record(state.digest, profile, first)
-            self._facts.put(records, missing)
+            if not result.partial:  # a partial set is no project's facts
+                self._facts.put(records, missing)
         return records
 
     def _project_index(self, records: dict[str, FactsRecord]) -> tuple[ProjectIndex, str]:
@@ -804,6 +866,7 @@ class Workspace:
         active: list[type[Rule]],
         passes: Passes,
         result: AuditResult,
+        progress: _Progress,
     ) -> None:
         from swacheck.engine.checker import CheckOutcome
 
@@ -842,6 +905,10 @@ class Workspace:
             else:
                 sources[key].data = sources[key].data or self._bytes(item)
                 todo.append(sources[key])
+        if todo:  # the first pass counted every file asked about, or there was none
+            asked = sum(1 for item in by_key.values() if item.report)
+            progress.start(asked)
+            progress.advance(asked - len(todo))
         checked = passes.check(todo, active, project, known)
         for source in todo:
             outcome = checked[source.number]

@@ -15,6 +15,10 @@ findings reach the editor (:mod:`.diagnostics`, :mod:`.actions`, :mod:`.hover`).
   file of the project.
 - A rule that raised is logged (``window/logMessage``) with the file and the rule; the
   other rules' diagnostics are published as usual.
+- A cold start (a project not read in full yet) publishes the open documents'
+  diagnostics first, in the context of what the cache holds of the project, then audits
+  again with every file of the project read, showing work-done progress (``$/progress``)
+  meanwhile and saying when the project is indexed (``window/showMessage``).
 - Every request is answered (:class:`SwacheckProtocol`): one whose parameters do not
   read as the protocol says (a negative line, a position that is a string) gets an
   ``InvalidParams`` error, one after ``shutdown`` an ``InvalidRequest`` error, where
@@ -24,8 +28,9 @@ findings reach the editor (:mod:`.diagnostics`, :mod:`.actions`, :mod:`.hover`).
 from __future__ import annotations
 
 import logging
+import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -45,7 +50,8 @@ from swacheck.server import actions, hover
 from swacheck.server.diagnostics import report
 from swacheck.server.documents import Report, Snapshot
 from swacheck.server.positions import LineIndex
-from swacheck.server.projects import CONFIG_FILES, IGNORE_FILES, Projects
+from swacheck.server.progress import WorkDone
+from swacheck.server.projects import CONFIG_FILES, IGNORE_FILES, Audited, Projects
 from swacheck.server.schedule import Debouncer
 from swacheck.server.settings import Settings, read_settings
 from swacheck.server.worker import Worker
@@ -53,6 +59,10 @@ from swacheck.server.worker import Worker
 logger = logging.getLogger(__name__)
 
 PYTHON_SUFFIXES = (".py", ".pyi")
+# Files a cold start must read for their facts from which the open documents'
+# diagnostics are shown first, before the project's (reading 64 candidate files of
+# SGLang takes a few seconds of CPU; fewer come about as fast in full).
+EARLY_ROUND_FILES = 64
 _WATCHERS = ("**/*.py", *(f"**/{name}" for name in (*CONFIG_FILES, *IGNORE_FILES)))
 
 
@@ -153,23 +163,64 @@ class SwacheckServer(LanguageServer):
         snapshots = self.snapshots()
         if not snapshots:
             return
+        if not await self.worker.run(lambda: self.projects.cold(snapshots)):
+            await self._audit_and_publish(snapshots)
+            return
+        # A cold start: the open documents first, in the context of what is known of their
+        # projects (cached facts), then again once every file of the project is read. A
+        # partial first round is shown only where the second has many files to read: a
+        # small project's full diagnostics come about as soon.
+        started = time.monotonic()
+        audited = await self._audit_and_publish(
+            snapshots,
+            complete=False,
+            shown=lambda first: not first.partial or first.left_out >= EARLY_ROUND_FILES,
+        )
+        if audited is not None and audited.partial:
+            progress = WorkDone(self, "swacheck")
+            await progress.begin("reading the project")
+            try:
+                audited = await self._audit_and_publish(snapshots, progress=progress)
+            finally:
+                progress.end("done")
+        seconds = time.monotonic() - started
+        for root, files in audited.indexed if audited is not None else ():
+            self.say(
+                f"swacheck: indexed {root or 'the open files'}: {files} files read for their "
+                f"facts in {seconds:.1f} s",
+                types.MessageType.Info,
+                show=True,
+            )
+
+    async def _audit_and_publish(
+        self,
+        snapshots: list[Snapshot],
+        complete: bool = True,
+        progress: WorkDone | None = None,
+        shown: Callable[[Audited], bool] | None = None,
+    ) -> Audited | None:
+        """One audit of ``snapshots``; their diagnostics published where they changed
+        (where ``shown`` holds for the round, if given)."""
         codec = self.workspace.position_codec
 
-        def job() -> tuple[dict[str, Report], dict[str, str], list[str], list[str]]:
-            audited = self.projects.audit(snapshots)
+        def job() -> tuple[Audited, dict[str, Report]]:
+            audited = self.projects.audit(snapshots, complete=complete, progress=progress)
             reports = {
                 s.uri: report(s, audited.findings[s.uri], codec)
                 for s in snapshots
                 if s.uri in audited.findings
             }
-            return reports, audited.problems, audited.errors, audited.warnings
+            return audited, reports
 
         try:
-            reports, problems, errors, warnings = await self.worker.run(job)
+            audited, reports = await self.worker.run(job)
         except Exception as exc:
             self.say(f"swacheck: the audit failed: {exc}", types.MessageType.Error, show=True)
             self.say(traceback.format_exc(), types.MessageType.Log)
-            return
+            return None
+        if shown is not None and not shown(audited):
+            return audited
+        problems, errors, warnings = audited.problems, audited.errors, audited.warnings
         for snapshot in snapshots:
             doc = self.document(snapshot.uri)
             if doc is None or doc.version != snapshot.version:
@@ -202,6 +253,7 @@ class SwacheckServer(LanguageServer):
             if text not in self.said:
                 self.say(text, kind, show)
         self.said = {text for text, _, _ in messages}
+        return audited
 
     def publish(
         self, uri: str, version: int | None, diagnostics: Sequence[types.Diagnostic]

@@ -33,7 +33,7 @@ from swacheck.engine.cache import cache_folder, result_cache
 from swacheck.engine.limits import beyond_limits
 from swacheck.engine.project import find_root
 from swacheck.engine.selection import select
-from swacheck.engine.workspace import Workspace
+from swacheck.engine.workspace import Progress, Workspace
 from swacheck.finding import Finding
 from swacheck.server.documents import Snapshot
 
@@ -46,6 +46,8 @@ IGNORE_FILES = (".gitignore",)
 class Project:
     config: Config
     workspace: Workspace
+    # Whether an audit has read every file of the project (its facts are in memory).
+    indexed: bool = False
 
 
 @dataclass
@@ -58,6 +60,14 @@ class Audited:
     # Internal errors (a rule that raised) and warnings, for the log.
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # Projects this round read in full for the first time: (root, files read for facts).
+    indexed: list[tuple[str, int]] = field(default_factory=list)
+    # Project files left out of the context (``complete=False``): their facts unknown.
+    left_out: int = 0
+
+    @property
+    def partial(self) -> bool:
+        return self.left_out > 0
 
 
 class Projects:
@@ -120,8 +130,30 @@ class Projects:
 
     # -- audits ---------------------------------------------------------------------------
 
-    def audit(self, snapshots: Sequence[Snapshot]) -> Audited:
-        """Findings for each snapshot, each in the context of its whole project."""
+    def cold(self, snapshots: Sequence[Snapshot]) -> bool:
+        """Whether some snapshot's project has not been read in full yet (or its
+        configuration cannot be read: that is said at once, without the project)."""
+        for snapshot in snapshots:
+            try:
+                project = self.project_of(snapshot.path)
+            except ConfigError:
+                continue
+            if not project.indexed:
+                return True
+        return False
+
+    def audit(
+        self,
+        snapshots: Sequence[Snapshot],
+        complete: bool = True,
+        progress: Progress | None = None,
+    ) -> Audited:
+        """Findings for each snapshot, each in the context of its whole project.
+
+        ``complete=False``: in the context of what is known of each project (its files'
+        facts in memory or in the cache), each document analysed on its own: an editor's
+        first diagnostics after a cold start, before every file of the project is read.
+        ``progress``: told ``(done, total)`` files as the analysis goes."""
         audited = Audited()
         groups: dict[int, tuple[Project, list[Snapshot]]] = {}
         for snapshot in snapshots:
@@ -136,7 +168,7 @@ class Projects:
                 continue
             groups.setdefault(id(project), (project, []))[1].append(snapshot)
         for project, members in groups.values():
-            self._audit_project(project, members, audited)
+            self._audit_project(project, members, audited, complete, progress)
         # A project no document maps to any more (its configuration moved) is let go.
         kept = {id(project) for project in self._of_path.values()}
         for project in self._projects.values():
@@ -148,14 +180,24 @@ class Projects:
             self._cold = False
         return audited
 
-    def _audit_project(self, project: Project, members: list[Snapshot], audited: Audited) -> None:
+    def _audit_project(
+        self,
+        project: Project,
+        members: list[Snapshot],
+        audited: Audited,
+        complete: bool,
+        progress: Progress | None,
+    ) -> None:
         """The project's documents audited together; should that raise, each on its
         own, so one document the engine fails on keeps no other's diagnostics stale (it
         gets an SWA999 naming the failure, and the failure is logged)."""
         for group in (members, *([s] for s in members if len(members) > 1)):
             try:
                 result = project.workspace.audit(
-                    documents={s.path: s.text for s in group}, rescan=not self.watched
+                    documents={s.path: s.text for s in group},
+                    rescan=not self.watched,
+                    complete=complete or project.indexed,
+                    progress=progress,
                 )
             except Exception as exc:
                 if len(group) > 1:
@@ -165,6 +207,11 @@ class Projects:
                 message = f"File could not be analysed (the audit failed: {failure})"
                 audited.findings[group[0].uri] = [beyond_limits(str(group[0].path), message)]
                 continue
+            audited.left_out += result.left_out
+            if group is members and not project.indexed and not result.partial:
+                project.indexed = True
+                root = project.workspace.root
+                audited.indexed.append((str(root) if root else "", result.facts_parsed))
             for snapshot in group:
                 audited.findings[snapshot.uri] = result.findings_for(snapshot.path)
             audited.errors.extend(result.errors)

@@ -35,11 +35,16 @@ def uri_of(path: Path) -> str:
 
 
 def capabilities(
-    encodings: Sequence[str] = ("utf-16",), resolve: bool = False, watch: bool = True
+    encodings: Sequence[str] = ("utf-16",),
+    resolve: bool = False,
+    watch: bool = True,
+    progress: bool = True,
 ) -> types.ClientCapabilities:
     """What an editor like VS Code or Neovim announces, as far as the server reads it
-    (``watch=False``: a client that cannot watch files for the server)."""
+    (``watch=False``: a client that cannot watch files for the server; ``progress=False``:
+    one that shows no work-done progress)."""
     return types.ClientCapabilities(
+        window=types.WindowClientCapabilities(work_done_progress=progress),
         general=types.GeneralClientCapabilities(
             position_encodings=[types.PositionEncodingKind(e) for e in encodings]
         ),
@@ -78,6 +83,11 @@ class Session:
         self.logs: list[types.LogMessageParams] = []
         self.shown: list[types.ShowMessageParams] = []
         self.registrations: list[types.Registration] = []
+        # Work-done progress: the tokens the server created, then what it said of each.
+        self.progress_tokens: list[str] = []
+        self.progress: list[types.ProgressParams] = []
+        # The methods of everything the server sent, in the order it came.
+        self.received: list[str] = []
         self.versions: dict[str, int] = {}
         self.texts: dict[str, str] = {}
         self.encoding = "utf-16"
@@ -87,6 +97,7 @@ class Session:
         @client.feature(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
         def published(params: types.PublishDiagnosticsParams) -> None:
             self.published.append(params)
+            self.received.append(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
             self._news.set()
 
         @client.feature(types.WINDOW_LOG_MESSAGE)
@@ -97,11 +108,24 @@ class Session:
         @client.feature(types.WINDOW_SHOW_MESSAGE)
         def shown(params: types.ShowMessageParams) -> None:
             self.shown.append(params)
+            self.received.append(types.WINDOW_SHOW_MESSAGE)
             self._news.set()
 
         @client.feature(types.CLIENT_REGISTER_CAPABILITY)
         def registered(params: types.RegistrationParams) -> None:
             self.registrations.extend(params.registrations)
+            self._news.set()
+
+        @client.feature(types.WINDOW_WORK_DONE_PROGRESS_CREATE)
+        def progress_created(params: types.WorkDoneProgressCreateParams) -> None:
+            self.progress_tokens.append(str(params.token))
+            self.received.append(types.WINDOW_WORK_DONE_PROGRESS_CREATE)
+            self._news.set()
+
+        @client.feature(types.PROGRESS)
+        def progressed(params: types.ProgressParams) -> None:
+            self.progress.append(params)
+            self.received.append(types.PROGRESS)
             self._news.set()
 
     async def start(
