@@ -203,6 +203,29 @@ class ModelRunner:
         self.input_batch.prev_tokens = next_token_ids.unsqueeze(1)
 """
         ),
+        # A batch object that is no graph code builds its own fields in a factory
+        # (``ret.extend_seq_lens = torch.tensor(...)``) and rebinds them when it pads
+        # itself: those fields are the batch's, allocated per batch, not a graph's
+        # buffers, even where a method of it resets one of them.
+        Valid(
+            """
+import torch
+
+
+class ForwardBatch:
+    @classmethod
+    def init_new(cls, batch):
+        ret = cls()
+        ret.num_token_non_padded = torch.tensor(len(batch.reqs), dtype=torch.int32)
+        ret.extend_seq_lens = torch.tensor(batch.extend_lens, dtype=torch.int32)
+        return ret
+
+    def prepare_mlp_sync_batch(self, num_tokens):
+        # an idle rank runs the prefill CUDA graph's shape: one masked dummy request
+        self.num_token_non_padded.fill_(0)
+        self.extend_seq_lens = torch.full_like(self.seq_lens, 1)
+"""
+        ),
     ]
     INVALID = [
         # The backend's graph buffer rebound to the translation in the replay path.

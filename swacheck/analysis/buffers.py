@@ -237,12 +237,14 @@ class BufferFactsCollector(cst.CSTVisitor):
             for attr, method in found.items():
                 if graph_class or is_graph_name(attr) or is_graph_name(method):
                     into.add(attr)
-        # Another object's field is a graph buffer only when set up once, before capture
-        # (``register_slot``, ``init_cuda_graph_state``): a graph class's per-step method
-        # that binds a fresh tensor to it each step makes it per-step state.
+        # Another object's field is a graph buffer only when graph code sets it up once,
+        # before capture (a graph class's ``register_slot``, ``init_cuda_graph_state``): a
+        # graph class's per-step method binding a fresh tensor to it each step makes it
+        # per-step state, and so does any method of a class that is not graph code.
         for attr, methods in scratch.fields.items():
             if is_graph_name(attr) or any(
-                is_setup_name(method) or is_graph_name(method) for method in methods
+                (graph_class and is_setup_name(method)) or is_graph_name(method)
+                for method in methods
             ):
                 facts.allocated_fields.add(attr)
         if graph_class:
