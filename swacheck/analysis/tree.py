@@ -48,15 +48,17 @@ class _Parents:
 
 
 class TreeMaps:
-    """``module``'s parent map and lazily computed positions, each built on first use.
+    """``module``'s parent map and lazily computed positions, each built on first use
+    (``text``: the module's source, see :class:`LazyPositions`).
 
     No reference cycle runs through them (the positions reach the parent map through
     :class:`_Parents`, not through this object), so the tree is freed as soon as the
     audit lets go of it, not at the next garbage collection.
     """
 
-    def __init__(self, module: cst.Module) -> None:
+    def __init__(self, module: cst.Module, text: str | None = None) -> None:
         self.module = module
+        self.text = text
         self._parents = _Parents(module)
 
     @property
@@ -65,4 +67,4 @@ class TreeMaps:
 
     @cached_property
     def positions(self) -> LazyPositions:
-        return LazyPositions(self.module, self._parents)
+        return LazyPositions(self.module, self._parents, self.text)

@@ -34,7 +34,7 @@ class Parsed:
     @cached_property
     def maps(self) -> TreeMaps:
         """The tree's parents and positions, built once for both passes over it."""
-        return TreeMaps(self.wrapper.module)
+        return TreeMaps(self.wrapper.module, self.text)
 
 
 def _first_line_error(exc: Exception) -> str:

@@ -7,10 +7,8 @@ from pathlib import Path
 
 import libcst as cst
 import pytest
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import MetadataWrapper
 
-from swacheck.analysis.positions import LazyPositions
-from swacheck.analysis.tree import parent_map
 from swacheck.analysis.walk import SKIPPED, walk
 
 REPO = Path(__file__).resolve().parents[2]
@@ -87,13 +85,3 @@ def test_visit_returning_false_skips_children_for_a_single_visitor() -> None:
     visitor = Outer()
     walk(module, visitor)
     assert visitor.names == ["f", "x", "y"]
-
-
-@pytest.mark.parametrize(("name", "module"), _modules()[:6])
-def test_lazy_positions_equal_libcst_positions(name: str, module: cst.Module) -> None:
-    expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-    lazy = LazyPositions(module, lambda: parents)
-    parents = parent_map(module)
-    # Ask in reverse order so that later statements are computed before earlier ones.
-    for node in reversed(list(parents)):
-        assert lazy[node] == expected[node]
