@@ -11,6 +11,7 @@ import libcst as cst
 from swacheck.analysis.buffers import (
     BufferOwners,
     FileFacts,
+    buffers_of,
     file_buffer_facts,
     local_bindings,
     top_statement,
@@ -19,7 +20,6 @@ from swacheck.analysis.cfg import CFG, cfg_for
 from swacheck.analysis.graph_buffers import (
     Fill,
     FunctionBuffers,
-    function_buffers,
     hands_over,
     swa_buffer_role,
 )
@@ -948,7 +948,7 @@ class Runner:
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         ctx = self.context
-        found = ctx.memo(("graph_buffers", node), lambda: function_buffers(node))
+        found = buffers_of(ctx, node)
         if not found.fills:
             return
         branch_owners: set[str] | None = None

@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from swacheck.analysis.buffers import local_bindings
 from swacheck.analysis.caches import is_cache_decorator
 from swacheck.analysis.names import call_name, dotted_name, target_name
-from swacheck.analysis.padding import is_location_name, single_assignments
+from swacheck.analysis.padding import is_location_name
 from swacheck.analysis.walk import walk
 from swacheck.config import Config
 from swacheck.finding import Applicability
@@ -409,7 +410,7 @@ def swa_slots(pool, loc, cache):
         return func
 
     def _locals(self, func: cst.FunctionDef) -> dict[str, cst.BaseExpression]:
-        return self.context.memo(("swa006-locals", func), lambda: single_assignments(func))
+        return local_bindings(self.context, func)
 
     def _expand(self, expr: cst.BaseExpression, func: cst.FunctionDef) -> list[cst.CSTNode]:
         """``expr`` and the values of the locals it names, one assignment back (twice)."""

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
+from swacheck.analysis.buffers import local_bindings
 from swacheck.analysis.names import dotted_name
-from swacheck.analysis.padding import single_assignments
 from swacheck.analysis.skeletons import annotation_class, params_of
 from swacheck.analysis.walk import walk
 from swacheck.config import DEFAULT_SWA_LOC_PATTERN, Config
@@ -665,7 +665,7 @@ class Backend:
         return isinstance(root, cst.Name) and root.value in params
 
     def _locals(self, func: cst.FunctionDef) -> dict[str, cst.BaseExpression]:
-        return self.context.memo(("swa008-locals", id(func)), lambda: single_assignments(func))
+        return local_bindings(self.context, func)
 
     def _holder(
         self, receiver: cst.BaseExpression, func: cst.FunctionDef, cls: ClassInfo | None

@@ -6,14 +6,13 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from swacheck.analysis.buffers import BufferOwners, FileFacts, file_buffer_facts
+from swacheck.analysis.buffers import BufferOwners, FileFacts, buffers_of, file_buffer_facts
 from swacheck.analysis.graph_buffers import (
     CG_WORD,
     GRAPH_TEXT,
     TENSOR_TEXT,
     BufferName,
     FunctionBuffers,
-    function_buffers,
     holds_no_tensor,
     is_replay_name,
     is_setup_name,
@@ -414,7 +413,7 @@ class CudaGraphBufferRegistry:
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         ctx = self.context
-        found = ctx.memo(("graph_buffers", node), lambda: function_buffers(node))
+        found = buffers_of(ctx, node)
         rebindings = [r for r in found.rebindings if not r.setup_guarded]
         if not rebindings:
             return

@@ -23,8 +23,10 @@ import libcst as cst
 
 from swacheck.analysis.graph_buffers import (
     BufferName,
+    FunctionBuffers,
     allocated_entries,
     buffer_name,
+    function_buffers,
     is_allocation,
     is_destination_list,
     is_graph_name,
@@ -551,8 +553,16 @@ def project_buffers(project: ProjectIndex, code: str) -> ProjectBuffers:
 
 
 def local_bindings(context: FileContext, func: cst.FunctionDef) -> dict[str, cst.BaseExpression]:
-    """``func``'s locals bound exactly once, with their values (memoised per file)."""
+    """``func``'s locals bound exactly once, with their values (memoised per file: every
+    rule asking about a function's locals shares one walk of it)."""
     return context.memo(("buffers.locals", func), lambda: single_assignments(func))
+
+
+def buffers_of(context: FileContext, func: cst.FunctionDef) -> FunctionBuffers:
+    """``func``'s fills, resets, rebindings and calls (memoised per file)."""
+    return context.memo(
+        ("graph_buffers", func), lambda: function_buffers(func, local_bindings(context, func))
+    )
 
 
 class BufferOwners:

@@ -611,9 +611,12 @@ def _resolve_view(
     return expr
 
 
-def function_buffers(func: cst.FunctionDef) -> FunctionBuffers:
-    """The fills, resets, rebindings and calls of ``func`` (nested scopes excluded)."""
-    local_values = single_assignments(func)
+def function_buffers(
+    func: cst.FunctionDef, local_values: Mapping[str, cst.BaseExpression] | None = None
+) -> FunctionBuffers:
+    """The fills, resets, rebindings and calls of ``func`` (nested scopes excluded);
+    ``local_values``: its locals bound once (``single_assignments``), if known."""
+    local_values = single_assignments(func) if local_values is None else local_values
     collector = _Collector(func, local_values)
     walk(func, collector)
     return FunctionBuffers(
