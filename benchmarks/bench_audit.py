@@ -14,7 +14,12 @@ rule's triggers occur in (most edits in an engine tree), with the cache warm fro
 audits before; and the SWA file again on an empty cache (the first call ever, which
 reads the whole project). ``ruff check`` on the same SWA file beside them.
 
+With ``--baseline PYTHON`` (another install of swacheck, e.g. main's venv), that
+interpreter's cold audit and pre-commit calls are timed in the same loop, interleaved
+with this one's (``*-baseline`` rows): a change measured side by side under one load.
+
     python benchmarks/bench_audit.py sglang==0.5.11 sglang==0.5.23 --runs 3 --no-fixit
+    python benchmarks/bench_audit.py sglang==0.5.23 --baseline /work/venv/bin/python
 """
 
 from __future__ import annotations
@@ -116,6 +121,9 @@ def main() -> int:
     parser.add_argument(
         "--no-variants", action="store_true", help="skip the no-prefilter/--jobs 1 comparisons"
     )
+    parser.add_argument(
+        "--baseline", metavar="PYTHON", help="another swacheck's interpreter, timed beside"
+    )
     args = parser.parse_args()
     swacheck = [sys.executable, "-m", "swacheck", "audit", "--exit-zero"]
     here = Path(sys.executable).parent  # tools installed beside this Python first
@@ -134,6 +142,9 @@ def main() -> int:
         swa, plain = (str(p.relative_to(repo)) for p in (swa_file, plain_file))
         originals = {p: p.read_bytes() for p in (swa_file, plain_file)}
         hook = [*swacheck, "--force-exclude", *cache]
+        base = [args.baseline, *swacheck[1:]] if args.baseline else []
+        base_cache = ["--cache-dir", str(work / "cb")]
+        base_hook = [*base, "--force-exclude", *base_cache]
         times: dict[str, list[float]] = {
             "cold": [],
             "warm": [],
@@ -144,6 +155,9 @@ def main() -> int:
             "ruff-one-file": [],
             "fixit": [],
         }
+        if base:
+            for label in ("cold", "warm", "one-file-cold", "one-file", "one-file-plain"):
+                times[f"{label}-baseline"] = []
         peak: dict[str, int] = {}
         cpu: dict[str, list[float]] = {}
         outputs: dict[str, str] = {}
@@ -155,9 +169,17 @@ def main() -> int:
                 ("cold", [*swacheck, *cache, "--output-format", "json", "."]),
                 ("warm", [*swacheck, *cache, "--output-format", "json", "."]),
             ]
+            if base:
+                steps += [
+                    ("one-file-cold-baseline", [*base_hook, swa]),
+                    ("cold-baseline", [*base, *base_cache, "."]),
+                    ("warm-baseline", [*base, *base_cache, "."]),
+                ]
             for label, cmd in steps:
                 if label in ("one-file-cold", "cold"):
                     shutil.rmtree(work / "c", ignore_errors=True)
+                if label in ("one-file-cold-baseline", "cold-baseline"):
+                    shutil.rmtree(work / "cb", ignore_errors=True)
                 measured = timed(cmd, cwd=repo)
                 _note(spec, run, label, measured)
                 times[label].append(measured.seconds)
@@ -169,6 +191,14 @@ def main() -> int:
             for label, cmd in (
                 ("one-file", [*hook, swa]),
                 ("one-file-plain", [*hook, plain]),
+                *(
+                    [
+                        ("one-file-baseline", [*base_hook, swa]),
+                        ("one-file-plain-baseline", [*base_hook, plain]),
+                    ]
+                    if base
+                    else []
+                ),
                 ("ruff-one-file", [ruff, "check", "--select", "E,F,W", "-q", "--exit-zero", swa]),
                 (
                     "ruff",
@@ -217,6 +247,11 @@ def main() -> int:
             "peak_MiB": peak,
             "cold_vs_ruff": round(med["cold"] / med["ruff"], 2),
             "warm_vs_ruff": round(med["warm"] / med["ruff"], 2),
+            **(
+                {"cold_baseline_vs_ruff": round(med["cold-baseline"] / med["ruff"], 2)}
+                if base
+                else {}
+            ),
             "one_file": swa,
             "one_file_plain": plain,
             "findings": len(reference),
