@@ -68,6 +68,13 @@ class FileContext:
             self._memo[key] = compute()
         return self._memo[key]
 
+    def tree_memo(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """Like :meth:`memo`, for an analysis that reads the tree and the configuration
+        only, never the project: computed once for both passes over the tree (the first
+        pass's facts and the rules' check). A parsed tree serves one audit, under one
+        configuration (the executor that keeps it is keyed by the configuration)."""
+        return self._maps.memo(key, compute)
+
     def start(self, node: cst.CSTNode) -> Position:
         pos = self.positions[node].start
         return Position(pos.line, pos.column)

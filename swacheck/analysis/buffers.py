@@ -541,7 +541,7 @@ def file_buffer_facts(context: FileContext) -> FileFacts:
         walk(context.module, collector)
         return collector.facts
 
-    return context.memo(("buffers.file_facts",), compute)
+    return context.tree_memo(("buffers.file_facts",), compute)
 
 
 def project_buffers(project: ProjectIndex, code: str) -> ProjectBuffers:
@@ -555,12 +555,12 @@ def project_buffers(project: ProjectIndex, code: str) -> ProjectBuffers:
 def local_bindings(context: FileContext, func: cst.FunctionDef) -> dict[str, cst.BaseExpression]:
     """``func``'s locals bound exactly once, with their values (memoised per file: every
     rule asking about a function's locals shares one walk of it)."""
-    return context.memo(("buffers.locals", func), lambda: single_assignments(func))
+    return context.tree_memo(("buffers.locals", func), lambda: single_assignments(func))
 
 
 def buffers_of(context: FileContext, func: cst.FunctionDef) -> FunctionBuffers:
     """``func``'s fills, resets, rebindings and calls (memoised per file)."""
-    return context.memo(
+    return context.tree_memo(
         ("graph_buffers", func), lambda: function_buffers(func, local_bindings(context, func))
     )
 

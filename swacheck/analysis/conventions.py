@@ -165,7 +165,7 @@ _HANDED_KINDS = frozenset({ALLOCATION, DEFAULT, HELPER})
 def role_values(context: FileContext) -> FileValues:
     """Every role binding, translate result, helper result, mapping construction and
     asserted parameter of the file (memoised per file)."""
-    return context.memo(("swa-role-values",), lambda: _collect(context))
+    return context.tree_memo(("swa-role-values",), lambda: _collect(context))
 
 
 def _collect(context: FileContext) -> FileValues:

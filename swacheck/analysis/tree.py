@@ -1,4 +1,5 @@
-"""What every pass over one parsed module shares: its parent map and its positions.
+"""What every pass over one parsed module shares: its parent map, its positions, and the
+analyses of the tree alone.
 
 An audit walks the tree of a file asked about twice, for its facts and for the rules;
 both passes need parents, and both ask for positions, each of which costs a code
@@ -9,12 +10,16 @@ depends on the project, so they are built once per tree, on first use
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from functools import cached_property
+from typing import Any, TypeVar
 
 import libcst as cst
 
 from swacheck.analysis.positions import LazyPositions
 from swacheck.analysis.walk import children
+
+T = TypeVar("T")
 
 
 def parent_map(root: cst.CSTNode) -> dict[cst.CSTNode, cst.CSTNode]:
@@ -60,6 +65,14 @@ class TreeMaps:
         self.module = module
         self.text = text
         self._parents = _Parents(module)
+        self._memo: dict[Hashable, Any] = {}
+
+    def memo(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """Compute ``compute()`` once per tree for ``key``: analyses of the tree alone
+        (no project, the same configuration), which both passes over it then share."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
 
     @property
     def parents(self) -> dict[cst.CSTNode, cst.CSTNode]:
