@@ -100,7 +100,7 @@ class _Pairing:
         decorators = getattr(statement, "decorators", ())
         if decorators:
             line = node.decorator_list[0].lineno  # type: ignore[attr-defined]
-            # ``@`` and its expression on one line, as CPython numbers the expression's
+            # CPython numbers a decorator by its expression: it must start on the ``@`` line.
             if not self.lines[line - 1].lstrip().startswith("@"):
                 return False
             line -= len(decorators[0].leading_lines)
@@ -132,11 +132,9 @@ class _Pairing:
                 for handler, paired in zip(statement.handlers, handlers, strict=True)
             ):
                 return False
-            if statement.finalbody is not None and not self.suite(
-                statement.finalbody.body,
-                node.finalbody,
-                indents,  # type: ignore[attr-defined]
-            ):
+            final = statement.finalbody
+            finalbody = node.finalbody  # type: ignore[attr-defined]
+            if final is not None and not self.suite(final.body, finalbody, indents):
                 return False
         orelse = getattr(statement, "orelse", None)
         if isinstance(orelse, cst.If):  # ``elif``: the ``If`` CPython keeps in ``orelse``
