@@ -289,27 +289,21 @@ def _audit(args: argparse.Namespace) -> int:
     documents: dict[str, bytes] = {}
     progress = _progress_line(args)
     options["progress"] = progress
-    if stdin:
-        text = sys.stdin.buffer.read()
-        try:
-            with _terminate_on_sigterm():
-                result = workspace.audit(documents={document: text}, **options)
-        except BaseException:
-            if fix and not args.silent:  # an editor replaces its buffer with stdout
-                _write_fixed_source(AuditResult(), document, text)
-            raise
-        finally:
-            if progress is not None:
-                progress.close()
-        documents = {shown: result.fixed_documents.get(shown, text) for shown in result.files}
-    else:
-        add_noqa = args.add_noqa_reason if args.add_noqa else None
-        try:
+    with progress if progress is not None else contextlib.nullcontext():  # erased however it ends
+        if stdin:
+            text = sys.stdin.buffer.read()
+            try:
+                with _terminate_on_sigterm():
+                    result = workspace.audit(documents={document: text}, **options)
+            except BaseException:
+                if fix and not args.silent:  # an editor replaces its buffer with stdout
+                    _write_fixed_source(AuditResult(), document, text)
+                raise
+            documents = {shown: result.fixed_documents.get(shown, text) for shown in result.files}
+        else:
+            add_noqa = args.add_noqa_reason if args.add_noqa else None
             with _terminate_on_sigterm():
                 result = workspace.audit(args.paths, add_noqa=add_noqa, **options)
-        finally:
-            if progress is not None:
-                progress.close()
     texts = FileTexts(result.files, documents)
     enabled = [spec.code for spec in selection.rules] + sorted(selection.engine_codes)
     if args.add_noqa:

@@ -37,6 +37,12 @@ class ProgressLine:
         self.stream.write(f"{_ERASE}swacheck: {done}/{total} files, {elapsed:.1f} s")
         self.stream.flush()
 
+    def __enter__(self) -> ProgressLine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def close(self) -> None:
         """Erase the line (if one was drawn): the report follows on a clean line."""
         if self._drawn_at is not None:
