@@ -21,6 +21,7 @@ Semantics are libcst's, with one documented difference:
 from __future__ import annotations
 
 import dataclasses
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -126,22 +127,29 @@ def _kind(kind: type) -> int:
 
 # While a file is analysed (:func:`memoized_children`), each node's children, by id.
 _MEMO: dict[int, list[cst.CSTNode]] | None = None
+# ... and the analysed module, in preorder once it is first walked (:class:`_Preorder`).
+_TREE: _LazyPreorder | None = None
 
 
 @contextmanager
-def memoized_children() -> Iterator[None]:
-    """Remember every node's children until the block ends.
+def memoized_children(module: cst.Module | None = None) -> Iterator[None]:
+    """Remember every node's children until the block ends; with ``module``, also its
+    nodes in preorder, so a walk of (part of) it visits only the nodes its visitors
+    handle.
 
     One file's analysis walks (parts of) its tree several times; with the children
     remembered, every walk after the first is a list traversal. Node ids are stable
     while the tree is alive, which it is for the whole block.
     """
-    global _MEMO
+    global _MEMO, _TREE
     outer, _MEMO = _MEMO, {} if _MEMO is None else _MEMO
+    outer_tree = _TREE
+    if module is not None:
+        _TREE = _LazyPreorder(module)
     try:
         yield
     finally:
-        _MEMO = outer
+        _MEMO, _TREE = outer, outer_tree
 
 
 def children(node: cst.CSTNode) -> list[cst.CSTNode]:
@@ -223,11 +231,21 @@ def walk(
 
     With a single visitor, ``visit_<Type>`` returning ``False`` skips the children;
     in a batch the return values are ignored, as in ``libcst.visit_batched``.
-    Iterative, so a deep tree that parsed cannot overflow the stack here.
+    Iterative, so a deep tree that parsed cannot overflow the stack here. Inside
+    :func:`memoized_children` with the root's module, only the nodes of the classes the
+    visitors handle are reached (:class:`_Preorder`).
     """
     batch = visitors if isinstance(visitors, Sequence) else [visitors]
     single = len(batch) == 1
     dispatch = _Dispatch(batch)
+    if _TREE is not None:
+        handled = _handled_names(batch)
+        if handled is not None:
+            preorder = _TREE.get()
+            start = preorder.position(root)
+            if start is not None:
+                preorder.walk(start, handled, dispatch, single)
+                return
     stack: list[Any] = [root]
     while stack:
         item = stack.pop()
@@ -245,3 +263,120 @@ def walk(
         stack.append(_LEAVE)
         if descend:
             stack.extend(reversed(children(node)))
+
+
+def _handled_names(batch: Sequence[Any]) -> frozenset[str] | None:
+    """The names of the node classes ``batch``'s visitors have typed hooks for; ``None``
+    when one of them overrides libcst's generic ``on_visit``/``on_leave`` (it sees every
+    node)."""
+    names: set[str] = set()
+    for visitor in batch:
+        for kind in type(visitor).__mro__:
+            if kind.__module__.startswith("libcst.") or kind is object:
+                continue  # libcst's own hooks: the generic ones, and typed no-ops
+            for name in kind.__dict__:
+                if name in ("on_visit", "on_leave"):
+                    return None
+                prefix, _, rest = name.partition("_")
+                if prefix in ("visit", "leave") and rest and "_" not in rest:
+                    names.add(rest)
+    return frozenset(names)
+
+
+class _LazyPreorder:
+    """A module's :class:`_Preorder`, built at the first walk that can use it."""
+
+    def __init__(self, module: cst.Module) -> None:
+        self.module = module
+        self._built: _Preorder | None = None
+
+    def get(self) -> _Preorder:
+        if self._built is None:
+            self._built = _Preorder(self.module)
+        return self._built
+
+
+class _Preorder:
+    """A tree's nodes in the order a walk visits them, where each one's subtree ends,
+    and the positions of each node class.
+
+    A file's analyses walk its tree many times (the index, each rule's facts, each
+    function's locals and buffers: about eight full traversals of every node on an
+    engine's attention backends), each for a few node classes. Laid out once, a walk
+    of a subtree for those classes reads only their positions inside the subtree's
+    range, and ``leave_`` hooks run when the walk passes a node's end: the same calls
+    in the same order as the traversal, without touching the nodes no visitor handles.
+    """
+
+    def __init__(self, root: cst.CSTNode) -> None:
+        nodes: list[cst.CSTNode] = []
+        ends: list[int] = []
+        kinds: dict[type, list[int]] = {}
+        stack: list[Any] = [root]
+        while stack:
+            item = stack.pop()
+            if type(item) is int:
+                ends[item] = len(nodes)
+                continue
+            at = len(nodes)
+            nodes.append(item)
+            ends.append(0)
+            kind = type(item)
+            found = kinds.get(kind)
+            if found is None:
+                kinds[kind] = [at]
+            else:
+                found.append(at)
+            stack.append(at)
+            stack.extend(reversed(children(item)))
+        self.nodes = nodes
+        self.ends = ends
+        self._kinds = kinds
+        self._at = {id(node): at for at, node in enumerate(nodes)}
+        self._merged: dict[frozenset[str], list[int]] = {}
+
+    def position(self, node: cst.CSTNode) -> int | None:
+        """Where ``node`` is, if it is one of this tree's nodes."""
+        at = self._at.get(id(node))
+        return at if at is not None and self.nodes[at] is node else None
+
+    def positions(self, names: frozenset[str]) -> list[int]:
+        """The positions of the nodes whose class is named in ``names``, ascending."""
+        found = self._merged.get(names)
+        if found is None:
+            lists = [at for kind, at in self._kinds.items() if kind.__name__ in names]
+            found = self._merged[names] = sorted(i for at in lists for i in at)
+        return found
+
+    def walk(self, start: int, names: frozenset[str], dispatch: _Dispatch, single: bool) -> None:
+        """:func:`walk` of the subtree at ``start`` for visitors handling ``names``."""
+        positions = self.positions(names)
+        nodes, ends = self.nodes, self.ends
+        stop = ends[start]
+        pending: list[tuple[int, cst.CSTNode]] = []  # nodes to leave, by subtree end
+        index = bisect_left(positions, start)
+        count = len(positions)
+        while index < count:
+            at = positions[index]
+            if at >= stop:
+                break
+            while pending and pending[-1][0] <= at:
+                left = pending.pop()[1]
+                for method in dispatch.leave(type(left)):
+                    method(left)
+            node = nodes[at]
+            descend = True
+            for method in dispatch.visit(type(node)):
+                if method(node) is False and single:
+                    descend = False
+            if descend:
+                pending.append((ends[at], node))
+                index += 1
+            else:
+                for method in dispatch.leave(type(node)):
+                    method(node)
+                index = bisect_left(positions, ends[at], index + 1)
+        while pending:
+            left = pending.pop()[1]
+            for method in dispatch.leave(type(left)):
+                method(left)

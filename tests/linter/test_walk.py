@@ -9,7 +9,7 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper
 
-from swacheck.analysis.walk import SKIPPED, walk
+from swacheck.analysis.walk import SKIPPED, memoized_children, walk
 
 REPO = Path(__file__).resolve().parents[2]
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
@@ -85,3 +85,103 @@ def test_visit_returning_false_skips_children_for_a_single_visitor() -> None:
     visitor = Outer()
     walk(module, visitor)
     assert visitor.names == ["f", "x", "y"]
+
+
+class _Scoped(cst.CSTVisitor):
+    """Typed hooks that skip nested functions and leave classes, as the analyses do."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        self.events.append(f"def {node.name.value}")
+        return len(self.events) % 3 != 0  # some subtrees skipped, some not
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.events.append(f"class {node.name.value}")
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self.events.append(f"end class {original_node.name.value}")
+
+    def leave_If(self, original_node: cst.If) -> None:
+        self.events.append("end if")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.events.append("call")
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.events.append(node.value)
+
+
+def _events(root: cst.CSTNode, module: cst.Module | None, make: type) -> list[str]:
+    visitor = make()
+    if module is None:
+        walk(root, visitor)
+    else:
+        with memoized_children(module):
+            walk(root, visitor)
+    return visitor.events
+
+
+@pytest.mark.parametrize(("name", "module"), _modules())
+def test_a_walk_over_the_module_in_preorder_makes_the_same_calls(
+    name: str, module: cst.Module
+) -> None:
+    """Inside ``memoized_children(module)`` a walk reads only the handled node classes'
+    positions; its calls, visits and leaves, are the plain traversal's, in order, from
+    the module and from each function and class inside it."""
+    assert _events(module, module, _Scoped) == _events(module, None, _Scoped)
+    roots: list[cst.CSTNode] = []
+
+    class Roots(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+            roots.append(node)
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> None:
+            roots.append(node)
+
+        def visit_If(self, node: cst.If) -> None:
+            roots.append(node)
+
+    walk(module, Roots())
+    assert roots
+    with memoized_children(module):
+        for root in roots:
+            fast = _Scoped()
+            walk(root, fast)
+            assert fast.events == _events(root, None, _Scoped)
+    # A batch: return values ignored, each visitor's calls as when it walks alone.
+    batch = [_Scoped(), _Typed()]
+    with memoized_children(module):
+        walk(module, batch)
+    alone = _Typed()
+    walk(module, [alone])
+    assert batch[1].seen == alone.seen
+    assert batch[0].events == _events(module, None, _NoSkip)
+
+
+class _NoSkip(_Scoped):
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        self.events.append(f"def {node.name.value}")
+        return True
+
+
+def test_a_node_outside_the_module_is_walked_plainly() -> None:
+    module = cst.parse_module("def f():\n    return g(x)\n")
+    other = cst.parse_module("class C:\n    def h(self):\n        pass\n")
+    plain = _events(other, None, _Scoped)
+    with memoized_children(module):
+        visitor = _Scoped()
+        walk(other, visitor)
+    assert visitor.events == plain
+    assert plain == ["class C", "C", "def h", "end class C"]  # the third event skips
+
+
+def test_a_visitor_with_generic_hooks_sees_every_node_in_the_module() -> None:
+    module = cst.parse_module(Path(__file__).read_text())
+    expected = _Recorder()
+    module.visit(expected)
+    got = _Recorder()
+    with memoized_children(module):
+        walk(module, got)
+    assert got.events == expected.events
