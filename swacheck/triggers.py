@@ -78,7 +78,11 @@ class TriggerSet:
             else:
                 self.literals.append(text)
 
-    def matches(self, data: bytes) -> bool:
+    def matches(self, data: bytes | FileText) -> bool:
+        """Whether ``data`` (a file's bytes, or its :class:`FileText` when several sets
+        are matched against it: lowercased once) holds a trigger."""
+        if isinstance(data, FileText):
+            return self._matches(*data.both)
         return self._matches(data, data.lower())
 
     def matches_definition(self, block: bytes, file: FileText) -> bool:

@@ -157,7 +157,10 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     if _MEMO is not None:
         found = _MEMO.get(id(node))
         if found is None:
-            found = _MEMO[id(node)] = _children(node)
+            built = _TREE.built if _TREE is not None else None
+            at = built.position(node) if built is not None else None
+            found = built.children(at) if at is not None else _children(node)
+            _MEMO[id(node)] = found
         return found
     return _children(node)
 
@@ -288,12 +291,12 @@ class _LazyPreorder:
 
     def __init__(self, module: cst.Module) -> None:
         self.module = module
-        self._built: _Preorder | None = None
+        self.built: _Preorder | None = None
 
     def get(self) -> _Preorder:
-        if self._built is None:
-            self._built = _Preorder(self.module)
-        return self._built
+        if self.built is None:
+            self.built = _Preorder(self.module)
+        return self.built
 
 
 class _Preorder:
@@ -313,27 +316,57 @@ class _Preorder:
         ends: list[int] = []
         kinds: dict[type, list[int]] = {}
         stack: list[Any] = [root]
+        pop, push, extend = stack.pop, stack.append, stack.extend
+        add, add_end = nodes.append, ends.append
+        order_of, kind_of = _ORDER.get, _KIND.get
         while stack:
-            item = stack.pop()
-            if type(item) is int:
+            item = pop()
+            if item.__class__ is int:
                 ends[item] = len(nodes)
                 continue
             at = len(nodes)
-            nodes.append(item)
-            ends.append(0)
-            kind = type(item)
+            add(item)
+            add_end(0)
+            kind = item.__class__
             found = kinds.get(kind)
             if found is None:
                 kinds[kind] = [at]
             else:
                 found.append(at)
-            stack.append(at)
-            stack.extend(reversed(children(item)))
+            push(at)
+            # ``_children``, inlined: this loop runs once per node of every file.
+            below: list[cst.CSTNode] = []
+            for name in order_of(kind) or _field_order(item):
+                value = getattr(item, name)
+                value_kind = kind_of(value.__class__)
+                if value_kind is None:
+                    value_kind = _kind(value.__class__)
+                if value_kind == 1:
+                    below.append(value)
+                elif value_kind == 2:
+                    for element in value:
+                        element_kind = kind_of(element.__class__)
+                        if element_kind is None:
+                            element_kind = _kind(element.__class__)
+                        if element_kind == 1:
+                            below.append(element)
+            below.reverse()
+            extend(below)
         self.nodes = nodes
         self.ends = ends
         self._kinds = kinds
         self._at = {id(node): at for at, node in enumerate(nodes)}
         self._merged: dict[frozenset[str], list[int]] = {}
+
+    def children(self, at: int) -> list[cst.CSTNode]:
+        """The children of the node at ``at``."""
+        found = []
+        ends, stop = self.ends, self.ends[at]
+        child = at + 1
+        while child < stop:
+            found.append(self.nodes[child])
+            child = ends[child]
+        return found
 
     def position(self, node: cst.CSTNode) -> int | None:
         """Where ``node`` is, if it is one of this tree's nodes."""

@@ -23,7 +23,7 @@ from swacheck.engine.parse import Parsed, nesting_finding
 from swacheck.engine.selection import ignored_for_path, is_ignored
 from swacheck.finding import UNUSED_NOQA_CODE, Finding
 from swacheck.rule import Rule
-from swacheck.triggers import compiled
+from swacheck.triggers import FileText, compiled
 
 
 @dataclass
@@ -41,11 +41,11 @@ def _context(path: str, parsed: Parsed, config: Config, project: ProjectIndex) -
 
 def _applies(rules: Sequence[type[Rule]], parsed: Parsed, config: Config) -> list[type[Rule]]:
     """The ``rules`` whose triggers ``parsed``'s file holds (those without: all)."""
-    data = parsed.text.encode()
+    text = FileText(parsed.text.encode())
     found = []
     for rule in rules:
         triggers = rule.triggers(config)
-        if triggers is None or compiled(triggers).matches(data):
+        if triggers is None or compiled(triggers).matches(text):
             found.append(rule)
     return found
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from swacheck.catalogue import RuleSpec
-from swacheck.triggers import TriggerSet
+from swacheck.triggers import FileText, TriggerSet
 
 
 class Prefilter:
@@ -24,5 +24,5 @@ class Prefilter:
             collected |= rule.triggers
         self.triggers = TriggerSet(collected)
 
-    def wants(self, data: bytes) -> bool:
+    def wants(self, data: bytes | FileText) -> bool:
         return self.triggers is None or self.triggers.matches(data)

@@ -63,10 +63,10 @@ def blank_irrelevant_definitions(data: bytes, regions: Regions) -> bytes | None:
             tree = ast.parse(data)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    if regions.whole is not None and regions.whole.matches(data):
+    whole = FileText(data)
+    if regions.whole is not None and regions.whole.matches(whole):
         return data
     lines = data.splitlines(keepends=True)
-    whole = FileText(data)
     blanked = False
     for node in tree.body:
         if not isinstance(node, _DEFINITIONS):

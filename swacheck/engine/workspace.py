@@ -73,7 +73,7 @@ from swacheck.engine.selection import ignored_for_path, is_ignored
 from swacheck.engine.sources import Source, display_path, relative_to_root
 from swacheck.files import read_regular
 from swacheck.finding import PARSE_ERROR_CODE, UNUSED_NOQA_CODE, Finding, Position
-from swacheck.triggers import TriggerSet
+from swacheck.triggers import FileText, TriggerSet
 
 if TYPE_CHECKING:
     from swacheck.analysis.index import ModuleFacts, ProjectIndex
@@ -617,11 +617,12 @@ class Workspace:
             if any(needle in data for needle in needles) and pattern.search(data)
         )
         triggered: tuple[str, ...] = ()
-        if self._any_trigger.wants(data):
+        text = FileText(data)
+        if self._any_trigger.wants(text):
             triggered = tuple(
                 code
                 for code, triggers in self._triggers
-                if triggers is None or triggers.matches(data)
+                if triggers is None or triggers.matches(text)
             )
         return FileState(
             digest_of(data),

@@ -9,7 +9,7 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper
 
-from swacheck.analysis.walk import SKIPPED, memoized_children, walk
+from swacheck.analysis.walk import SKIPPED, children, memoized_children, walk
 
 REPO = Path(__file__).resolve().parents[2]
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
@@ -185,3 +185,22 @@ def test_a_visitor_with_generic_hooks_sees_every_node_in_the_module() -> None:
     with memoized_children(module):
         walk(module, got)
     assert got.events == expected.events
+
+
+@pytest.mark.parametrize(("name", "module"), _modules()[:6])
+def test_children_read_from_the_preorder_are_the_nodes_children(
+    name: str, module: cst.Module
+) -> None:
+    nodes: list[cst.CSTNode] = []
+
+    class Every(cst.CSTVisitor):
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            nodes.append(node)
+            return True
+
+    walk(module, Every())
+    expected = [children(node) for node in nodes]
+    with memoized_children(module):
+        walk(module, _Typed())  # lays the module out
+        assert [children(node) for node in nodes] == expected
+    assert any(expected)
