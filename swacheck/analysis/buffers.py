@@ -494,7 +494,9 @@ class ProjectBuffers:
             self.filled |= facts.filled
             self.self_filled |= {(path, cls, attr) for cls, attr in facts.self_filled}
             self.view_bindings |= {(path, *binding) for binding in facts.view_bindings}
-        self.captured_fields = self._captured_fields(project)
+        # Resolved through the whole project's classes: on the first question only (an
+        # editor's audit of a file with no rebinding asks none).
+        self._captured_fields: dict[tuple[str, str], set[str]] | None = None
 
     def of(self, info: ClassInfo) -> ClassFacts:
         return self.by_class.get((info.path, info.name), ClassFacts())
@@ -507,7 +509,7 @@ class ProjectBuffers:
         """Whether ``attr`` of ``info`` (or a base) is a dict of captured buffers."""
         return any(attr in self.of(cls).captured_containers for cls in project.mro(info))
 
-    def _captured_fields(self, project: ProjectIndex) -> dict[tuple[str, str], set[str]]:
+    def _resolve_captured_fields(self, project: ProjectIndex) -> dict[tuple[str, str], set[str]]:
         """Per class, the fields of other objects its methods bind to a view of one of its
         captured buffers (``metadata.swa_out_cache_loc = self.cuda_graph_swa_out_cache_loc[:n]``)
         or that its graph code allocates (``slot.buffer = torch.zeros(...)``)."""
@@ -527,10 +529,10 @@ class ProjectBuffers:
     def captured_field(self, project: ProjectIndex, info: ClassInfo, field_name: str) -> bool:
         """Whether methods of ``info`` (or a base) bind ``field_name`` of some object (a
         graph's metadata) to a view of a captured buffer."""
-        return any(
-            field_name in self.captured_fields.get((cls.path, cls.name), ())
-            for cls in project.mro(info)
-        )
+        if self._captured_fields is None:
+            self._captured_fields = self._resolve_captured_fields(project)
+        fields = self._captured_fields
+        return any(field_name in fields.get((cls.path, cls.name), ()) for cls in project.mro(info))
 
 
 def file_buffer_facts(context: FileContext) -> FileFacts:
