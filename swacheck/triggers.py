@@ -16,7 +16,6 @@ torch, which the class need not name again.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
@@ -57,63 +56,94 @@ def all_of(*groups: Iterable[str]) -> AllOf:
 Trigger = str | AllOf
 
 
+# A trigger's atomic part: how it is looked for, and the bytes looked for.
+_LITERAL, _EXACT, _WORD = 0, 1, 2
+Atom = tuple[int, bytes]
+# Bytes a word trigger must not touch (``Word``).
+_ALNUM = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789")
+
+
 class TriggerSet:
-    """Compiled triggers; :meth:`matches` answers on a file's raw bytes."""
+    """Compiled triggers; :meth:`matches` answers on a file's raw bytes or its
+    :class:`FileText` (each atomic trigger then looked for once per file, however many
+    rule sets ask)."""
 
     def __init__(self, triggers: Iterable[Trigger]) -> None:
-        self.literals: list[bytes] = []
-        self.exact: list[bytes] = []
-        self.words: list[tuple[bytes, re.Pattern[bytes]]] = []
+        atoms: set[Atom] = set()
         self.conjunctions: list[tuple[TriggerSet, ...]] = []
         for trigger in set(triggers):
             if isinstance(trigger, AllOf):
                 self.conjunctions.append(tuple(TriggerSet(g) for g in trigger.groups))
-        for trigger in sorted(t for t in set(triggers) if isinstance(t, str)):
-            text = trigger.lower().encode()
-            if isinstance(trigger, Exact):
-                self.exact.append(trigger.encode())
+            elif isinstance(trigger, Exact):
+                atoms.add((_EXACT, trigger.encode()))
             elif isinstance(trigger, Word):
-                bounded = rb"(?<![a-z0-9])" + re.escape(text) + rb"(?![a-z0-9])"
-                self.words.append((text, re.compile(bounded)))
+                atoms.add((_WORD, trigger.lower().encode()))
             else:
-                self.literals.append(text)
+                atoms.add((_LITERAL, trigger.lower().encode()))
+        # Cheapest first: a case-sensitive or lowercase substring, then bounded words.
+        self.atoms: tuple[Atom, ...] = tuple(sorted(atoms))
 
     def matches(self, data: bytes | FileText) -> bool:
         """Whether ``data`` (a file's bytes, or its :class:`FileText` when several sets
-        are matched against it: lowercased once) holds a trigger."""
-        if isinstance(data, FileText):
-            return self._matches(*data.both)
-        return self._matches(data, data.lower())
+        are matched against it) holds a trigger."""
+        file = data if isinstance(data, FileText) else FileText(data)
+        return self._single(file) or self._conjunct(file)
 
     def matches_definition(self, block: bytes, file: FileText) -> bool:
         """Whether a top-level definition's text ``block`` holds a trigger, a
         conjunction's groups after the first being looked for in the whole ``file``."""
-        lowered = block.lower()
-        if self._single(block, lowered):
+        own = FileText(block)
+        if self._single(own):
             return True
         return any(
-            c[0]._matches(block, lowered) and all(g._matches(*file.both) for g in c[1:])
-            for c in self.conjunctions
+            c[0].matches(own) and all(g.matches(file) for g in c[1:]) for c in self.conjunctions
         )
 
-    def _single(self, data: bytes, lowered: bytes) -> bool:
-        if any(text in data for text in self.exact):
-            return True
-        if any(literal in lowered for literal in self.literals):
-            return True
-        return any(text in lowered and pattern.search(lowered) for text, pattern in self.words)
+    def _single(self, file: FileText) -> bool:
+        return any(file.has(atom) for atom in self.atoms)
 
-    def _matches(self, data: bytes, lowered: bytes) -> bool:
-        if self._single(data, lowered):
-            return True
-        return any(all(g._matches(data, lowered) for g in c) for c in self.conjunctions)
+    def _conjunct(self, file: FileText) -> bool:
+        return any(all(g.matches(file) for g in c) for c in self.conjunctions)
 
 
 class FileText:
-    """A file's bytes and their lowercase form, computed once for all its definitions."""
+    """A file's bytes, their lowercase form, and which atomic triggers occur in them
+    (each looked for once, on first question)."""
 
     def __init__(self, data: bytes) -> None:
-        self.both = (data, data.lower())
+        self.data = data
+        self.lowered = data.lower()
+        self._found: dict[Atom, bool] = {}
+
+    def has(self, atom: Atom) -> bool:
+        found = self._found.get(atom)
+        if found is None:
+            kind, text = atom
+            if kind == _EXACT:
+                found = text in self.data
+            elif kind == _LITERAL:
+                found = text in self.lowered
+            else:
+                found = _has_word(self.lowered, text)
+            self._found[atom] = found
+        return found
+
+
+def _has_word(lowered: bytes, text: bytes) -> bool:
+    """Whether ``text`` occurs in ``lowered`` with no letter or digit on either side.
+
+    A scan for the literal, then a look at its two neighbours: a regular expression with
+    a look-behind first cannot use the literal's fast search (2.7 s of a 4,719-file
+    classification, against milliseconds)."""
+    size = len(text)
+    at = lowered.find(text)
+    while at != -1:
+        before = lowered[at - 1] if at else None
+        after = lowered[at + size] if at + size < len(lowered) else None
+        if before not in _ALNUM and after not in _ALNUM:
+            return True
+        at = lowered.find(text, at + 1)
+    return False
 
 
 @cache

@@ -628,7 +628,7 @@ class Workspace:
             digest_of(data),
             triggered=triggered,
             opens=opens,
-            noqa=_SWA_NOQA.search(data) is not None,
+            noqa=b"noqa" in text.lowered and _SWA_NOQA.search(data) is not None,
         )
 
     def _scan(
