@@ -274,12 +274,14 @@ def _handled_names(batch: Sequence[Any]) -> frozenset[str] | None:
     node)."""
     names: set[str] = set()
     for visitor in batch:
+        for hook in ("on_visit", "on_leave"):  # as :class:`_Dispatch` tells them
+            generic = getattr(type(visitor), hook, None)
+            if generic is not None and generic is not getattr(cst.CSTVisitor, hook):
+                return None
         for kind in type(visitor).__mro__:
             if kind.__module__.startswith("libcst.") or kind is object:
-                continue  # libcst's own hooks: the generic ones, and typed no-ops
+                continue  # libcst's own typed hooks are no-ops
             for name in kind.__dict__:
-                if name in ("on_visit", "on_leave"):
-                    return None
                 prefix, _, rest = name.partition("_")
                 if prefix in ("visit", "leave") and rest and "_" not in rest:
                     names.add(rest)
