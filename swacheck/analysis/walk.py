@@ -200,9 +200,7 @@ class _Dispatch:
         found = []
         hook = "on_visit" if prefix == "visit_" else "on_leave"
         for visitor in self.visitors:
-            # A visitor overriding libcst's generic hook sees every node through it.
-            generic = getattr(type(visitor), hook, None)
-            if generic is not None and generic is not getattr(cst.CSTVisitor, hook):
+            if _overrides(type(visitor), hook):
                 method = getattr(visitor, hook, None)
             else:
                 method = getattr(visitor, f"{prefix}{kind.__name__}", None)
@@ -221,6 +219,26 @@ class _Dispatch:
         if methods is None:
             methods = self._leave[kind] = self._methods("leave_", kind)
         return methods
+
+    def enter(self, node: cst.CSTNode, single: bool) -> bool:
+        """Call the visit hooks on ``node``: whether to descend into its children."""
+        descend = True
+        for method in self.visit(type(node)):
+            if method(node) is False and single:
+                descend = False
+        return descend
+
+    def exit(self, node: cst.CSTNode) -> None:
+        """Call the leave hooks on ``node``."""
+        for method in self.leave(type(node)):
+            method(node)
+
+
+def _overrides(kind: type, hook: str) -> bool:
+    """Whether visitor class ``kind`` overrides libcst's generic ``hook`` (``on_visit`` or
+    ``on_leave``): it then sees every node through it."""
+    generic = getattr(kind, hook, None)
+    return generic is not None and generic is not getattr(cst.CSTVisitor, hook)
 
 
 _LEAVE = object()
@@ -253,15 +271,10 @@ def walk(
     while stack:
         item = stack.pop()
         if item is _LEAVE:
-            node = stack.pop()
-            for method in dispatch.leave(type(node)):
-                method(node)
+            dispatch.exit(stack.pop())
             continue
         node = item
-        descend = True
-        for method in dispatch.visit(type(node)):
-            if method(node) is False and single:
-                descend = False
+        descend = dispatch.enter(node, single)
         stack.append(node)
         stack.append(_LEAVE)
         if descend:
@@ -274,10 +287,8 @@ def _handled_names(batch: Sequence[Any]) -> frozenset[str] | None:
     node)."""
     names: set[str] = set()
     for visitor in batch:
-        for hook in ("on_visit", "on_leave"):  # as :class:`_Dispatch` tells them
-            generic = getattr(type(visitor), hook, None)
-            if generic is not None and generic is not getattr(cst.CSTVisitor, hook):
-                return None
+        if _overrides(type(visitor), "on_visit") or _overrides(type(visitor), "on_leave"):
+            return None
         for kind in type(visitor).__mro__:
             if kind.__module__.startswith("libcst.") or kind is object:
                 continue  # libcst's own typed hooks are no-ops
@@ -320,7 +331,6 @@ class _Preorder:
         stack: list[Any] = [root]
         pop, push, extend = stack.pop, stack.append, stack.extend
         add, add_end = nodes.append, ends.append
-        order_of, kind_of = _ORDER.get, _KIND.get
         while stack:
             item = pop()
             if item.__class__ is int:
@@ -336,22 +346,7 @@ class _Preorder:
             else:
                 found.append(at)
             push(at)
-            # ``_children``, inlined: this loop runs once per node of every file.
-            below: list[cst.CSTNode] = []
-            for name in order_of(kind) or _field_order(item):
-                value = getattr(item, name)
-                value_kind = kind_of(value.__class__)
-                if value_kind is None:
-                    value_kind = _kind(value.__class__)
-                if value_kind == 1:
-                    below.append(value)
-                elif value_kind == 2:
-                    for element in value:
-                        element_kind = kind_of(element.__class__)
-                        if element_kind is None:
-                            element_kind = _kind(element.__class__)
-                        if element_kind == 1:
-                            below.append(element)
+            below = _children(item)
             below.reverse()
             extend(below)
         self.nodes = nodes
@@ -396,22 +391,13 @@ class _Preorder:
             if at >= stop:
                 break
             while pending and pending[-1][0] <= at:
-                left = pending.pop()[1]
-                for method in dispatch.leave(type(left)):
-                    method(left)
+                dispatch.exit(pending.pop()[1])
             node = nodes[at]
-            descend = True
-            for method in dispatch.visit(type(node)):
-                if method(node) is False and single:
-                    descend = False
-            if descend:
+            if dispatch.enter(node, single):
                 pending.append((ends[at], node))
                 index += 1
             else:
-                for method in dispatch.leave(type(node)):
-                    method(node)
+                dispatch.exit(node)
                 index = bisect_left(positions, ends[at], index + 1)
         while pending:
-            left = pending.pop()[1]
-            for method in dispatch.leave(type(left)):
-                method(left)
+            dispatch.exit(pending.pop()[1])
