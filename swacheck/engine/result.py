@@ -20,8 +20,8 @@ class AuditResult:
     files_parsed: int = 0
     # Project files parsed for their facts (not found in memory or the cache).
     facts_parsed: int = 0
-    # Project files left out of the context: their facts were not known yet
-    # (``Workspace.audit(complete=False)``).
+    # Project files left out of the context (``Workspace.audit(complete=False)``): not
+    # read yet (no recorded state), or read but their facts not known yet.
     left_out: int = 0
     fixes_applied: int = 0
     # Suppression comments ``add_noqa`` wrote or extended.

@@ -395,7 +395,12 @@ class Workspace:
         inventory = self._load_inventory()
         report = self._report_files(paths, documents, force_exclude, result)
         context = self._context_files(paths, documents, report, rescan)
-        scan, fresh = self._context_scan(context, report, inventory, scan_ns, rescan)
+        # Without ``complete``, a project file the inventory holds no state of is not read:
+        # its facts cannot be known (none are cached for bytes no audit read) and the
+        # first diagnostics should not wait for every such file to be read and classified.
+        scan, fresh, result.left_out = self._context_scan(
+            context, report, inventory, scan_ns, rescan, complete
+        )
         unread = {k: i.location for k, i in report.items() if i.state is None and not i.problem}
         read, data, problems = self._scan(unread, inventory, scan_ns)
         asked_states: dict[str, FileState] = {}
@@ -408,7 +413,7 @@ class Workspace:
         for item in report.values():
             if item.problem:
                 self._unreadable(item, result)
-        run_key = self._run_key(report, scan.states, asked_states)
+        run_key = "" if result.partial else self._run_key(report, scan.states, asked_states)
         if not self._replay(run_key, result, fix or diff, unsafe_fixes):
             opened = scan.opened.union(*(state.opens for state in asked_states.values()))
             applicable = self._applicable(opened, result)
@@ -585,13 +590,17 @@ class Workspace:
         inventory: Inventory,
         scan_ns: int,
         rescan: bool,
-    ) -> tuple[_Scan, dict[str, bytes]]:
-        """The project's other files as a scan sees them, and the bytes of those read
-        now. Each file is stat'ed with ``rescan`` or when no scan is kept; else the last
-        scan's states stand but for the files named stale since and those it lacks (new,
-        unreadable, or a document then), and the last scan itself while none is."""
+        complete: bool,
+    ) -> tuple[_Scan, dict[str, bytes], int]:
+        """The project's other files as a scan sees them, the bytes of those read now,
+        and how many were left unread. Each file is stat'ed with ``rescan`` or when no
+        scan is kept; else the last scan's states stand but for the files named stale
+        since and those it lacks (new, unreadable, not read, or a document then), and the
+        last scan itself while none is. Without ``complete``, files the inventory holds no
+        state of (for their current signature) are not read: the scan lacks them, and the
+        next one looks again."""
         if not context:
-            return _Scan({}, {}), {}
+            return _Scan({}, {}), {}, 0
         last = None if rescan else self._last_scan
         stale, self._stale_keys = self._stale_keys, set()
         todo = context
@@ -600,13 +609,13 @@ class Workspace:
             states = last.states
             todo = {key: loc for key, loc in context.items() if key in stale or key not in states}
             if not todo and list(context) == list(last.files):
-                return last, {}
+                return last, {}, 0
             kept = {key: states[key] for key in context if key in states}
-        scanned, fresh, _ = self._scan(todo, inventory, scan_ns)
+        scanned, fresh, problems = self._scan(todo, inventory, scan_ns, unknown=complete)
         if self._project is not None:  # forget the files no longer part of the project
             inventory.keep_only(set(self._project) | set(report))
         self._last_scan = _Scan(context, kept | scanned)
-        return self._last_scan, fresh
+        return self._last_scan, fresh, len(todo) - len(scanned) - len(problems)
 
     # -- what each file holds ----------------------------------------------------------
 
@@ -632,10 +641,12 @@ class Workspace:
         )
 
     def _scan(
-        self, files: dict[str, str], inventory: Inventory, scan_ns: int
+        self, files: dict[str, str], inventory: Inventory, scan_ns: int, unknown: bool = True
     ) -> tuple[dict[str, FileState], dict[str, bytes], dict[str, str]]:
         """Each file's state: recorded, or learnt from its bytes if its signature changed
-        (those bytes are returned too); and why each file that cannot be read cannot."""
+        or was racy when recorded (those bytes are returned too; with ``unknown=False`` a
+        file whose signature is not the one recorded is left out); and why each file that
+        cannot be read cannot."""
         states: dict[str, FileState] = {}
         fresh: dict[str, bytes] = {}
         problems: dict[str, str] = {}
@@ -646,9 +657,12 @@ class Workspace:
                 info = stat(location)
                 sig = (info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns)
                 entry = entries.get(key)
-                if entry is not None and entry[2] and entry[0] == sig:
-                    states[key] = FileState(*entry[1])
-                    continue
+                if entry is not None and entry[0] == sig:
+                    if entry[2]:
+                        states[key] = FileState(*entry[1])
+                        continue
+                elif not unknown:
+                    continue  # no state recorded of these bytes (nor facts, likely)
                 # A regular file, opened without blocking, and not read past the size
                 # limit (the signature recorded is that of the bytes read).
                 read = read_regular(location, self.config.max_file_size)

@@ -222,6 +222,40 @@ def test_a_read_only_cache_starts_warm_from_the_commands_and_writes_nothing(
     assert _listing(folder) == before
 
 
+def test_a_partial_audit_reads_no_file_the_cache_holds_no_state_of(
+    project: Path, swacheck_at
+) -> None:
+    """``complete=False`` (an editor's first diagnostics after a cold start): project files
+    the inventory holds no state of are left out unread, files it knows stand in with their
+    cached facts, and the complete audit after it reads the rest."""
+    from swacheck.server.projects import Projects
+
+    plain = "def add(a, b):\n    return a + b\n"  # no rule's trigger: never parsed
+    (project / "util.py").write_text(plain)
+    runner = project / "model_runner.py"
+    text = runner.read_text()
+    others = sum(1 for path in project.rglob("*.py") if path != runner)
+    workspace = _workspace(project, cache=False)
+    partial = workspace.audit(documents={runner: text}, complete=False, rescan=False)
+    # Every other file is left out, the plain one too: nothing but the document was read.
+    assert (partial.left_out, partial.facts_parsed) == (others, 1)
+    # SWA005 needs the pool's facts (its invalidation method), which nothing read yet.
+    assert partial.findings == []
+    full = workspace.audit(documents={runner: text}, rescan=False)
+    assert full.left_out == 0 and full.facts_parsed == others  # all but util.py
+    assert [f.code for f in full.findings] == ["SWA005"]
+    # After the command filled the cache, only a file it never saw is left out (the others
+    # are read where they were racy when recorded: their facts are cached).
+    swacheck_at(project)("audit", check_rc=1)
+    (project / "other_util.py").write_text(plain)
+    warm = Projects([project]).project_of(runner).workspace
+    warm.files_changed([project / "other_util.py"])  # as the editor names a new file
+    again = warm.audit(documents={runner: text}, complete=False, rescan=False)
+    assert (again.left_out, again.facts_parsed) == (1, 0)
+    assert again.findings == full.findings
+    assert warm.audit(documents={runner: text}, rescan=False).left_out == 0
+
+
 def test_the_command_audits_given_files_in_their_project(project: Path, swacheck_at) -> None:
     run = swacheck_at(project)
     whole = json.loads(run("audit", "--output-format", "json", check_rc=1).stdout)
