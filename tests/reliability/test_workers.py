@@ -173,3 +173,38 @@ def test_the_default_jobs_follow_the_cores_a_container_grants(tmp_path: Path) ->
     assert _quota(str(quota), str(write(tmp_path / "period", "100000\n"))) == 3
     assert _quota(str(tmp_path / "missing")) is None
     assert 1 <= available_cores() <= (os.cpu_count() or 1)
+
+
+def test_a_kept_worker_that_parsed_the_project_is_stopped_not_cleared(tmp_path: Path) -> None:
+    """A language server's complete round parses the project in its kept worker, whose
+    heap then holds every file's analyses: the round's end stops that worker (the system
+    reclaims it at once) rather than have it free them object by object before the next
+    edit; an edit's round keeps its worker and the summaries it memoised."""
+    import shutil
+
+    from swacheck.engine.workers import RETIRE_AFTER_FILES
+    from swacheck.engine.workspace import Workspace
+    from swacheck.rules import all_rules
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    root = tmp_path / "project"
+    shutil.copytree(examples, root, ignore=shutil.ignore_patterns("*.md", "__pycache__"))
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    for number in range(RETIRE_AFTER_FILES):
+        write(root / "layers" / f"layer_{number}.py", f"# layer {number}\n" + INT64_SWA)
+    runner = root / "model_runner.py"
+    text = runner.read_text()
+    workspace = Workspace(Config(), all_rules(), root=root, cache=False, keep_workers=True)
+    try:
+        whole = workspace.audit(documents={runner: text}, rescan=False)
+        assert whole.facts_parsed > RETIRE_AFTER_FILES
+        _until(lambda: not _children(os.getpid()), 10)
+        edits = []
+        for number in range(3):
+            edited = workspace.audit(documents={runner: text + f"# {number}\n"}, rescan=False)
+            assert edited.facts_parsed == 1
+            assert edited.findings == whole.findings
+            edits.append(_children(os.getpid()))
+        assert len(edits[0]) == 1 and edits[0] == edits[1] == edits[2]
+    finally:
+        workspace.close()
