@@ -12,7 +12,8 @@ language server stops answering), or allocate gigabytes. So every unit of work o
   second, so a file is parsed once (its check goes to the worker holding its tree).
   Work is handed out one file at a time, largest first, to whichever worker is free: the
   load balances itself by each file's cost, and the parent always knows the one file
-  each worker is on.
+  each worker is on. A kept worker (a language server's) that parsed a whole project
+  is stopped at the audit's end rather than cleared (:meth:`WorkerPool.end`).
 - **Bounds set by the operating system** around each unit (``engine/limits.py``): CPU
   time (``max-file-time``; beyond it the worker is stopped even inside native code) and
   address space (``max-file-memory`` beyond what the worker holds). A parent-side
