@@ -194,17 +194,22 @@ def test_a_kept_worker_that_parsed_the_project_is_stopped_not_cleared(tmp_path: 
         write(root / "layers" / f"layer_{number}.py", f"# layer {number}\n" + INT64_SWA)
     runner = root / "model_runner.py"
     text = runner.read_text()
+    others = set(_children(os.getpid()))  # processes earlier tests left behind
+
+    def workers() -> list[int]:
+        return [pid for pid in _children(os.getpid()) if pid not in others and _alive(pid)]
+
     workspace = Workspace(Config(), all_rules(), root=root, cache=False, keep_workers=True)
     try:
         whole = workspace.audit(documents={runner: text}, rescan=False)
         assert whole.facts_parsed > RETIRE_AFTER_FILES
-        _until(lambda: not _children(os.getpid()), 10)
+        _until(lambda: not workers(), 10)
         edits = []
         for number in range(3):
             edited = workspace.audit(documents={runner: text + f"# {number}\n"}, rescan=False)
             assert edited.facts_parsed == 1
             assert edited.findings == whole.findings
-            edits.append(_children(os.getpid()))
+            edits.append(workers())
         assert len(edits[0]) == 1 and edits[0] == edits[1] == edits[2]
     finally:
         workspace.close()
