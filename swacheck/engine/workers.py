@@ -510,12 +510,15 @@ class WorkerPool:
         with contextlib.suppress(ProcessLookupError):
             os.kill(worker.pid, signal.SIGKILL)
 
+    def _stop(self, worker: _Worker) -> None:
+        self._kill(worker)
+        with contextlib.suppress(WorkerError):
+            self._reap(worker)
+
     def close(self) -> None:
         """Stop every worker now (they keep nothing worth waiting for)."""
         for worker in list(self._workers):
-            self._kill(worker)
-            with contextlib.suppress(WorkerError):
-                self._reap(worker)
+            self._stop(worker)
 
     def end(self) -> None:
         """The audit is over: the workers drop its trees (and stay, for the next one).
@@ -527,16 +530,14 @@ class WorkerPool:
         this process, which holds the project's facts, is ready as soon."""
         for worker in list(self._workers):
             worker.trees.clear()
-            retire, worker.parsed = worker.parsed >= RETIRE_AFTER_FILES, 0
-            if not retire:
-                try:
-                    worker.conn.send(("end",))
-                    continue
-                except OSError:
-                    pass  # it died: collected below
-            self._kill(worker)
-            with contextlib.suppress(WorkerError):
-                self._reap(worker)
+            parsed, worker.parsed = worker.parsed, 0
+            if parsed >= RETIRE_AFTER_FILES:
+                self._stop(worker)
+                continue
+            try:
+                worker.conn.send(("end",))
+            except OSError:
+                self._stop(worker)
 
     # -- scheduling --------------------------------------------------------------------
 

@@ -357,7 +357,8 @@ class Workspace:
         ``add_noqa``: write a ``# noqa`` for each finding of a file on disk, followed by
         this reason if not empty (``AuditResult.noqa_added``; those findings are dropped).
         ``complete=False``: the project's files whose facts are neither in memory nor in
-        the cache are left out of the context, and only the files asked about are
+        the cache are left out of the context (those the inventory holds no state of
+        are not even read), and only the files asked about are
         analysed (an editor's first diagnostics, before the project's facts are in;
         ``AuditResult.partial`` says whether any file was left out). ``progress``: called
         with ``(done, total)`` files as the analysis goes (not at all when nothing has
@@ -398,9 +399,10 @@ class Workspace:
         # Without ``complete``, a project file the inventory holds no state of is not read:
         # its facts cannot be known (none are cached for bytes no audit read) and the
         # first diagnostics should not wait for every such file to be read and classified.
-        scan, fresh, result.left_out = self._context_scan(
+        scan, fresh, unread_context = self._context_scan(
             context, report, inventory, scan_ns, rescan, complete
         )
+        result.left_out = unread_context
         unread = {k: i.location for k, i in report.items() if i.state is None and not i.problem}
         read, data, problems = self._scan(unread, inventory, scan_ns)
         asked_states: dict[str, FileState] = {}
