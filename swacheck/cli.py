@@ -32,7 +32,7 @@ from swacheck.engine.result import AuditResult
 from swacheck.engine.selection import Selection, select
 from swacheck.engine.texts import FileTexts
 from swacheck.engine.workspace import Workspace
-from swacheck.report import DEFAULT_FORMAT, FORMATS, HUMAN_FORMATS
+from swacheck.report import DEFAULT_FORMAT, FORMATS, HUMAN_FORMATS, renderer
 from swacheck.report.context import ReportContext
 from swacheck.report.progress import ProgressLine
 from swacheck.report.style import Style, wants_colour
@@ -455,7 +455,7 @@ def _report(
         else:
             out.write(statistics_json(result, style, context.names))
         return
-    out.write(FORMATS[args.output_format](result.findings, context))
+    out.write(renderer(args.output_format)(result.findings, context))
     if not human:
         return
     if args.fix and args.show_fixes and not args.quiet:

@@ -24,7 +24,6 @@ import itertools
 import os
 import re
 import stat
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -169,6 +168,8 @@ def write_atomic(path: Path, data: bytes, expected: bytes | None = None) -> None
 def _write_sibling(target: Path, data: bytes, info: os.stat_result) -> str:
     """A temporary sibling of ``target`` holding ``data``, with ``target``'s mode and
     (where the user may set it) owner."""
+    import tempfile  # only a write needs it: not every audit's start-up
+
     fd, tmp_name = tempfile.mkstemp(
         prefix=f".{target.name}.", suffix=".swacheck", dir=target.parent
     )
