@@ -6,8 +6,11 @@ import ast
 import dataclasses
 import io
 import re
+import threading
 import tokenize
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -64,6 +67,32 @@ def _too_deep(data: bytes) -> bool:
     return False
 
 
+def _no_validation(node: cst.CSTNode) -> None:
+    pass
+
+
+@contextmanager
+def _parser_trusted() -> Iterator[None]:
+    """Skip libcst's per-node validation while its native parser builds a tree.
+
+    Every node the parser makes runs ``CSTNode._validate`` (its ``__post_init__``),
+    about a fifth of a parse, though the grammar the parser just applied already
+    holds what it checks (libcst's own comment there: moving validation out of
+    parsing is a performance to-do). The same tree comes out either way. The class's
+    hook is swapped only while this is the process's only thread (a worker, the
+    command line), so no other thread's hand-built nodes go unvalidated.
+    """
+    if threading.active_count() != 1:
+        yield
+        return
+    validate = cst.CSTNode.__post_init__
+    cst.CSTNode.__post_init__ = _no_validation  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        cst.CSTNode.__post_init__ = validate  # type: ignore[method-assign]
+
+
 class _ShapeRefused(Exception):
     """A shape libcst's native parser cannot take (:mod:`swacheck.engine.guards`)."""
 
@@ -118,7 +147,8 @@ def parse_source(
         shape = None if shape_checked else shape_problem(data)
         if shape is not None:
             raise _ShapeRefused(shape)
-        module = cst.parse_module(data)
+        with _parser_trusted():
+            module = cst.parse_module(data)
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         # libcst round-trips byte for byte, so the decoded bytes are ``module.code``
         # without a second full code generation.
