@@ -12,7 +12,8 @@ pickled.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+import copy
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -245,6 +246,10 @@ def index_module(
     )
 
 
+# More files changed than this: the index is built anew (:meth:`ProjectIndex.updated_to`).
+UPDATED_AT_MOST = 16
+
+
 class ProjectIndex:
     """All :class:`ModuleFacts` of one audit, with lookups across files."""
 
@@ -257,6 +262,45 @@ class ProjectIndex:
             for info in facts.classes:
                 self._classes.setdefault(info.name, []).append(info)
             self._functions |= facts.defined_functions
+
+    def updated_to(self, modules: Sequence[ModuleFacts]) -> ProjectIndex | None:
+        """The index of ``modules`` made from this one, when they are the files it
+        indexes, in its order, few of them changed (an edit); else ``None``."""
+        if len(modules) != len(self.modules):
+            return None
+        changed = []
+        for facts, (path, old) in zip(modules, self.modules.items(), strict=True):
+            if facts.path != path:
+                return None
+            if facts is not old:
+                changed.append(facts)
+                if len(changed) > UPDATED_AT_MOST:
+                    return None
+        return self.updated(changed)
+
+    def updated(self, modules: Iterable[ModuleFacts]) -> ProjectIndex:
+        """This index with ``modules`` in place of the facts of their files (each already
+        indexed), as a new index with its own memo: after an edit, the project is not
+        indexed again for the one file whose facts changed. Lookups answer as they
+        would from an index built anew (class lists are looked up, not read in order)."""
+        index = copy.copy(self)  # without the memo (``__getstate__``)
+        index.modules = dict(self.modules)
+        index._classes = dict(self._classes)
+        functions_changed = False
+        for facts in modules:
+            old = index.modules[facts.path]
+            index.modules[facts.path] = facts
+            for name in {info.name for info in (*old.classes, *facts.classes)}:
+                infos = [i for i in index._classes.get(name, ()) if i.path != facts.path]
+                infos += [info for info in facts.classes if info.name == name]
+                if infos:
+                    index._classes[name] = infos
+                else:
+                    index._classes.pop(name, None)
+            functions_changed |= old.defined_functions != facts.defined_functions
+        if functions_changed:
+            index._functions = set().union(*(m.defined_functions for m in index.modules.values()))
+        return index
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import libcst as cst
 
 from swacheck.analysis.positions import LazyPositions
-from swacheck.analysis.walk import children
+from swacheck.analysis.walk import TreeLayout, children
 
 T = TypeVar("T")
 
@@ -53,8 +53,8 @@ class _Parents:
 
 
 class TreeMaps:
-    """``module``'s parent map and lazily computed positions, each built on first use
-    (``text``: the module's source, see :class:`LazyPositions`).
+    """``module``'s parent map, lazily computed positions and walk layout, each built on
+    first use (``text``: the module's source, see :class:`LazyPositions`).
 
     No reference cycle runs through them (the positions reach the parent map through
     :class:`_Parents`, not through this object), so the tree is freed as soon as the
@@ -66,6 +66,8 @@ class TreeMaps:
         self.text = text
         self._parents = _Parents(module)
         self._memo: dict[Hashable, Any] = {}
+        # The preorder both passes' walks read (``analysis.walk.memoized_children``).
+        self.layout = TreeLayout(module)
 
     def memo(self, key: Hashable, compute: Callable[[], T]) -> T:
         """Compute ``compute()`` once per tree for ``key``: analyses of the tree alone

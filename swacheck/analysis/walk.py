@@ -128,14 +128,16 @@ def _kind(kind: type) -> int:
 # While a file is analysed (:func:`memoized_children`), each node's children, by id.
 _MEMO: dict[int, list[cst.CSTNode]] | None = None
 # ... and the analysed module, in preorder once it is first walked (:class:`_Preorder`).
-_TREE: _LazyPreorder | None = None
+_TREE: TreeLayout | None = None
 
 
 @contextmanager
-def memoized_children(module: cst.Module | None = None) -> Iterator[None]:
+def memoized_children(
+    module: cst.Module | None = None, layout: TreeLayout | None = None
+) -> Iterator[None]:
     """Remember every node's children until the block ends; with ``module``, also its
     nodes in preorder, so a walk of (part of) it visits only the nodes its visitors
-    handle.
+    handle (``layout``: the module's, kept from an earlier pass over the same tree).
 
     One file's analysis walks (parts of) its tree several times; with the children
     remembered, every walk after the first is a list traversal. Node ids are stable
@@ -145,7 +147,7 @@ def memoized_children(module: cst.Module | None = None) -> Iterator[None]:
     outer, _MEMO = _MEMO, {} if _MEMO is None else _MEMO
     outer_tree = _TREE
     if module is not None:
-        _TREE = _LazyPreorder(module)
+        _TREE = layout if layout is not None and layout.module is module else TreeLayout(module)
     try:
         yield
     finally:
@@ -299,8 +301,13 @@ def _handled_names(batch: Sequence[Any]) -> frozenset[str] | None:
     return frozenset(names)
 
 
-class _LazyPreorder:
-    """A module's :class:`_Preorder`, built at the first walk that can use it."""
+class TreeLayout:
+    """A module's :class:`_Preorder`, built at the first walk that can use it.
+
+    Both passes over a tree can share one (:attr:`swacheck.analysis.tree.TreeMaps.layout`);
+    a caller keeping many trees drops their layouts (:meth:`drop`), which are as large
+    as the trees' own node lists.
+    """
 
     def __init__(self, module: cst.Module) -> None:
         self.module = module
@@ -310,6 +317,10 @@ class _LazyPreorder:
         if self.built is None:
             self.built = _Preorder(self.module)
         return self.built
+
+    def drop(self) -> None:
+        """Free the layout; a later walk builds it again."""
+        self.built = None
 
 
 class _Preorder:

@@ -58,7 +58,7 @@ def collect_facts(
     summaries = any(rule.needs_skeletons(context) for rule in rules)
     rules = _applies(rules, parsed, config)
     try:
-        with memoized_children(context.module):
+        with memoized_children(context.module, parsed.maps.layout):
             positions = context.positions if summaries else None
             facts = index_module(context.module, path, positions=positions)
             for rule in rules:
@@ -140,7 +140,7 @@ def _run(
     """The rules' visitors after one walk over the file; a rule that raises is left out
     and its error recorded in ``outcome``."""
     context = _context(path, parsed, config, project)
-    with memoized_children(parsed.wrapper.module):
+    with memoized_children(parsed.wrapper.module, parsed.maps.layout):
         visitors = [rule(context) for rule in active]
         try:
             walk(parsed.wrapper.module, visitors)

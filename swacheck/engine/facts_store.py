@@ -105,8 +105,9 @@ class FactsStore:
         """The record of ``key``'s version ``digest`` under ``profile``, if kept."""
         bounds = self._bounds
         record = self._memory.get(key)
-        if record is None or not record.serves(digest, profile, bounds):
-            record = self._entry().get(key)
+        if record is not None and record.serves(digest, profile, bounds):
+            return record
+        record = self._entry().get(key)
         if record is None or not record.serves(digest, profile, bounds):
             if self._cache is None:
                 return None

@@ -36,6 +36,10 @@ from swacheck.rule import Rule
 
 # Fix passes per file before giving up on convergence (ruff uses 100).
 MAX_FIX_PASSES = 10
+# Trees kept for the check beyond this many (a whole-tree audit's) drop their walk
+# layouts after the first pass, each as large as its tree's node list; the few of a
+# pre-commit call or an editor's edit keep theirs for the check's walks.
+KEPT_LAYOUTS = 8
 
 # What a unit is doing, for the reason of a crash: libcst's native parser, or the rest.
 PARSING, ANALYSING = "parsing", "analysing"
@@ -105,6 +109,14 @@ def first_pass(
     return (tree if isinstance(facts, ModuleFacts) else None), facts
 
 
+def keep_for_check(trees: dict[int, Parsed], number: int, tree: Parsed) -> None:
+    """Keep ``tree`` (file ``number``'s) in ``trees`` until its check, with its walk
+    layout while at most :data:`KEPT_LAYOUTS` trees are kept."""
+    trees[number] = tree
+    if len(trees) > KEPT_LAYOUTS:
+        tree.maps.layout.drop()
+
+
 def check(
     path: str,
     relative: str,
@@ -127,7 +139,12 @@ def check(
                 return CheckOutcome([parsed])
             tree = parsed
         phase(ANALYSING)
-        return check_parsed(path, relative, tree, rules, config, project, known_codes)
+        laid_out = tree.maps.layout.built is not None
+        try:
+            return check_parsed(path, relative, tree, rules, config, project, known_codes)
+        finally:
+            if not laid_out:  # built for this check alone: the tree may be kept for a fix
+                tree.maps.layout.drop()
     except OutOfTime:
         return CheckOutcome([out_of_time(path, config.max_file_time)])
     except MemoryError:

@@ -204,6 +204,8 @@ class _Serving:
         self.facts = facts
         self.order: list[str] = []
         self.index: ProjectIndex | None = None
+        # The facts changed since ``index`` was built (it is updated on next use).
+        self.stale = False
         self.trees: dict[int, Parsed] = {}
         self._phase = phase
         self._frozen = False
@@ -222,9 +224,11 @@ class _Serving:
         self._phase[0:1] = _PHASES.get(name, _IDLE)
 
     def project(self) -> ProjectIndex:
-        if self.index is None:
-            facts = self.facts
-            self.index = ProjectIndex(facts[key] for key in self.order)
+        if self.index is None or self.stale:
+            modules = [self.facts[key] for key in self.order]
+            updated = self.index.updated_to(modules) if self.index is not None else None
+            self.index = updated if updated is not None else ProjectIndex(modules)
+            self.stale = False
         return self.index
 
     def serve(self) -> None:
@@ -241,7 +245,7 @@ class _Serving:
                     self.facts.pop(key, None)
                 if order is not None:
                     self.order = order
-                self.index = None
+                self.stale = True
                 continue
             if kind == "end":
                 self.trees.clear()
@@ -270,7 +274,7 @@ class _Serving:
         if isinstance(result, ModuleFacts):
             self.facts[key] = result
             if keep and tree is not None:
-                self.trees[number] = tree
+                units.keep_for_check(self.trees, number, tree)
         return result
 
     def check(
@@ -754,7 +758,7 @@ class InProcess:
                 key, data, self.rules, self.config, self.regions
             )
             if keep and tree is not None:
-                self._trees[number] = tree
+                units.keep_for_check(self._trees, number, tree)
             advance(1)
         return results
 

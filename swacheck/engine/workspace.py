@@ -144,6 +144,19 @@ class _File:
         return Path(self.location)
 
 
+class _Sources(dict[str, Source]):
+    """An audit's :class:`Source` of each candidate file, made when first asked for: an
+    edit in an editor asks for its own file's of thousands of candidates."""
+
+    def __init__(self, make: Callable[[str], Source]) -> None:
+        super().__init__()
+        self._make = make
+
+    def __missing__(self, key: str) -> Source:
+        made = self[key] = self._make(key)
+        return made
+
+
 def _relevant(state: FileState, codes: Set[str]) -> bool:
     """Whether the triggers of one of the rules ``codes`` occur in the file."""
     return any(code in codes for code in state.triggered)
@@ -774,19 +787,22 @@ class Workspace:
         mode = "regions" if regions is not None else "whole"
         profile = f"{mode}:{','.join(spec.code for spec in applicable)}"
         rules = [spec.load() for spec in applicable]
-        sources = {
-            item.key: Source(
-                item.key,
-                item.display or item.key,
+        by_key = {item.key: item for item in candidates}
+        numbers = {key: number for number, key in enumerate(by_key)}
+
+        def source(key: str) -> Source:
+            item = by_key[key]
+            return Source(
+                key,
+                item.display or key,
                 b"",
                 relative_to_root(item.path, self.config) if item.report else "",
                 relevant=item.state is not None and _relevant(item.state, codes),
                 report=item.report,
-                number=number,
+                number=numbers[key],
             )
-            for number, item in enumerate(candidates)
-        }
-        by_key = {item.key: item for item in candidates}
+
+        sources = _Sources(source)
         if self._workers is None:
             self._workers = Workers(self.jobs, keep=self._keep_workers)
         passes = Passes(PassOptions(rules, self.config, self._workers, regions), progress.advance)
@@ -868,7 +884,9 @@ class Workspace:
         facts: list[ModuleFacts] = [
             record.facts for record in records.values() if isinstance(record.facts, ModuleFacts)
         ]
-        project = ProjectIndex(facts)
+        project = self._index[1].updated_to(facts) if self._index is not None else None
+        if project is None:
+            project = ProjectIndex(facts)
         self._index = (digest, project)
         return project, digest
 

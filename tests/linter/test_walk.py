@@ -204,3 +204,29 @@ def test_children_read_from_the_preorder_are_the_nodes_children(
         walk(module, _Typed())  # lays the module out
         assert [children(node) for node in nodes] == expected
     assert any(expected)
+
+
+def test_a_kept_layout_serves_the_next_pass_over_the_same_tree() -> None:
+    """The check's walks read the preorder the first pass laid out for a kept tree
+    (built once), with the calls of a walk that lays it out anew; a layout of another
+    module is not used."""
+    from swacheck.analysis.walk import TreeLayout
+
+    module = cst.parse_module((REPO / "examples" / "swa_memory_pool.py").read_bytes())
+    layout = TreeLayout(module)
+    with memoized_children(module, layout):
+        first = _Scoped()
+        walk(module, first)
+    built = layout.built
+    assert built is not None
+    with memoized_children(module, layout):
+        again = _Scoped()
+        walk(module, again)
+    assert layout.built is built
+    assert again.events == first.events == _events(module, None, _Scoped)
+    other = TreeLayout(cst.parse_module("x = 1\n"))
+    with memoized_children(module, other):
+        walk(module, _Scoped())
+    assert other.built is None
+    layout.drop()
+    assert layout.built is None

@@ -1,0 +1,111 @@
+"""A file's units of work (``engine.units``): the trees kept between the passes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import swacheck.analysis.walk as walk_module
+from swacheck.analysis.index import ModuleFacts, ProjectIndex
+from swacheck.catalogue import catalogue
+from swacheck.config import Config
+from swacheck.engine import units
+from swacheck.engine.parse import Parsed
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_kept_trees_keep_their_layouts_up_to_the_bound_with_the_same_findings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first trees kept for the check keep the layout their first pass built (the
+    check lays out nothing again); past :data:`units.KEPT_LAYOUTS` a kept tree drops
+    it, and its check, which lays it out anew, finds the same."""
+    config = Config()
+    rules = [spec.load() for spec in catalogue(config)]
+    data = (EXAMPLES / "swa_memory_pool.py").read_bytes()
+    trees: dict[int, Parsed] = {}
+    facts = []
+    for number in range(units.KEPT_LAYOUTS + 1):
+        tree, first = units.first_pass("pool.py", data, rules, config, None)
+        assert isinstance(tree, Parsed) and isinstance(first, ModuleFacts)
+        assert tree.maps.layout.built is not None  # laid out by the first pass
+        units.keep_for_check(trees, number, tree)
+        facts.append(first)
+    kept = [n for n, tree in trees.items() if tree.maps.layout.built is not None]
+    assert kept == list(range(units.KEPT_LAYOUTS))
+    project = ProjectIndex(facts[:1])
+    laid_out: list[object] = []
+
+    class Counted(walk_module._Preorder):
+        def __init__(self, root: object) -> None:
+            laid_out.append(root)
+            super().__init__(root)
+
+    monkeypatch.setattr(walk_module, "_Preorder", Counted)
+    with_layout = units.check("pool.py", "pool.py", trees[0], rules, config, project, None, None)
+    assert laid_out == []
+    last = trees[units.KEPT_LAYOUTS]
+    without = units.check("pool.py", "pool.py", last, rules, config, project, None, None)
+    assert laid_out == [last.wrapper.module]
+    assert with_layout.findings  # the example holds findings
+    assert with_layout.findings == without.findings
+    assert not with_layout.errors and not without.errors
+
+
+def _facts(path: str, data: bytes) -> ModuleFacts:
+    config = Config()
+    rules = [spec.load() for spec in catalogue(config)]
+    _, facts = units.first_pass(path, data, rules, config, None)
+    assert isinstance(facts, ModuleFacts)
+    return facts
+
+
+def _lookups(index: ProjectIndex) -> tuple[object, ...]:
+    names = sorted({info.name for m in index.modules.values() for info in m.classes} | {"Nope"})
+    functions = sorted({f for m in index.modules.values() for f in m.defined_functions})
+    return (
+        list(index.modules),
+        [(name, near, index.resolve_class(name, near)) for name in names for near in index.modules],
+        [index.defines_function([f]) for f in [*functions, "nope"]],
+        # Each name's classes by file (a file's own in its order; files' order is not read).
+        {
+            name: sorted(((i.path, i.name) for i in index._classes[name]), key=lambda c: c[0])
+            for name in index._classes
+        },
+    )
+
+
+def test_an_updated_index_answers_as_one_built_anew() -> None:
+    """An edit's index, made from the last one with the changed files' facts in place,
+    answers every lookup as an index built anew from the same facts would: a class
+    added, one renamed to a name another file's class has, a function added."""
+    files = {path.name: path.read_bytes() for path in sorted(EXAMPLES.glob("*.py"))}
+    old = [_facts(name, data) for name, data in files.items()]
+    last = ProjectIndex(old)
+    last.memo("k", lambda: 1)
+    pool = files["swa_memory_pool.py"].decode()
+    edited = pool + "\n\nclass Added:\n    pass\n"
+    runner = (
+        files["cuda_graph_runner.py"]
+        .decode()
+        .replace("class DecodeInputBuffers", "class SWAKVPool")
+    )
+    runner += "\n\ndef helper_added():\n    return 1\n"
+    new = [
+        _facts(f.path, edited.encode())
+        if f.path == "swa_memory_pool.py"
+        else _facts(f.path, runner.encode())
+        if f.path == "cuda_graph_runner.py"
+        else f
+        for f in old
+    ]
+    updated = last.updated_to(new)
+    assert updated is not None and updated is not last
+    assert _lookups(updated) == _lookups(ProjectIndex(new))
+    assert updated.memo("k", lambda: 2) == 2  # its own memo
+    assert _lookups(last) == _lookups(ProjectIndex(old))  # the last index is untouched
+    # Another set or order of files, or too many changed: built anew by the caller.
+    assert last.updated_to(new[1:]) is None
+    assert last.updated_to([*new[1:], new[0]]) is None
