@@ -18,7 +18,7 @@ import libcst as cst
 
 from swacheck.analysis.aliases import VIEW_METHODS
 from swacheck.analysis.names import call_name
-from swacheck.analysis.walk import walk
+from swacheck.analysis.walk import after_in_walk_order, walk
 
 # Methods whose result is a tensor of their receiver's dtype (views aside).
 DTYPE_PRESERVING = frozenset(
@@ -71,60 +71,84 @@ def is_allocator_call(call: cst.Call) -> bool:
     return name.split("_", 1)[0] == "alloc"
 
 
+# Nodes whose bodies run elsewhere (or later): a search does not look inside them.
+_OPAQUE = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+
+
+class _Search:
+    """The search for where ``name``'s value leaves, node by node in walk order."""
+
+    def __init__(self, name: str, calls: bool) -> None:
+        self.name = name
+        self.calls = calls
+        self.found: Escape | None = None
+        self.done = False
+
+    def check(self, node: cst.CSTNode) -> None:
+        name = self.name
+        if isinstance(node, cst.Assign | cst.AnnAssign | cst.AugAssign):
+            value = node.value
+            if isinstance(node, cst.Assign):
+                targets = [t.target for t in node.targets]
+            else:
+                targets = [node.target]
+            if value is not None and _is(value, name):
+                for target in targets:
+                    if isinstance(target, cst.Attribute | cst.Subscript):
+                        code = cst.Module([]).code_for_node(target)
+                        self._found(Escape(f"stored in `{code}`", node))
+                        return
+            if not isinstance(node, cst.AugAssign) and any(_rebinds(t, name) for t in targets):
+                self.done = True
+        elif isinstance(node, cst.For) and _rebinds(node.target, name):
+            self.done = True
+        elif isinstance(node, cst.Return) and node.value is not None and _is(node.value, name):
+            self._found(Escape("returned", node))
+        elif isinstance(node, cst.Call) and any(_is(arg.value, name) for arg in node.args):
+            if isinstance(node.func, cst.Subscript):
+                kernel = cst.Module([]).code_for_node(node.func.value)
+                self._found(Escape(f"passed to the kernel `{kernel}`", node))
+            elif self.calls and not is_allocator_call(node):
+                self._found(Escape(f"passed to `{call_name(node) or '?'}()`", node))
+
+    def _found(self, escape: Escape) -> None:
+        self.found = escape
+        self.done = True
+
+
 def escape_of(
     scope: cst.CSTNode, binding: cst.CSTNode, name: str, calls: bool = False
 ) -> Escape | None:
     """Where the value ``binding`` (a statement of ``scope``) gives the local ``name``
     first leaves ``scope``, if it does before ``name`` is bound again. With ``calls``,
-    handing it to any call but an allocator's (:func:`is_allocator_call`) counts too."""
-    found: list[Escape] = []
+    handing it to any call but an allocator's (:func:`is_allocator_call`) counts too.
+
+    The nodes after ``binding`` are read off the module's layout where there is one, so
+    each search starts at its binding; else a walk of ``scope`` finds the binding first.
+    """
+    search = _Search(name, calls)
+    after = after_in_walk_order(scope, binding, _OPAQUE)
+    if after is not None:
+        for node in after:
+            search.check(node)
+            if search.done:
+                break
+        return search.found
 
     class Visitor(cst.CSTVisitor):
-        def __init__(self) -> None:
-            self.started = False
-            self.done = False
+        started = False
 
         def on_visit(self, node: cst.CSTNode) -> bool:
-            if self.done:
+            if search.done:
                 return False
             if node is binding:
                 self.started = True
                 return False
-            if node is not scope and isinstance(node, cst.FunctionDef | cst.ClassDef | cst.Lambda):
+            if node is not scope and isinstance(node, _OPAQUE):
                 return False
             if self.started:
-                self._check(node)
-            return not self.done
-
-        def _check(self, node: cst.CSTNode) -> None:
-            if isinstance(node, cst.Assign | cst.AnnAssign | cst.AugAssign):
-                value = node.value
-                if isinstance(node, cst.Assign):
-                    targets = [t.target for t in node.targets]
-                else:
-                    targets = [node.target]
-                if value is not None and _is(value, name):
-                    for target in targets:
-                        if isinstance(target, cst.Attribute | cst.Subscript):
-                            code = cst.Module([]).code_for_node(target)
-                            self._found(Escape(f"stored in `{code}`", node))
-                            return
-                if not isinstance(node, cst.AugAssign) and any(_rebinds(t, name) for t in targets):
-                    self.done = True
-            elif isinstance(node, cst.For) and _rebinds(node.target, name):
-                self.done = True
-            elif isinstance(node, cst.Return) and node.value is not None and _is(node.value, name):
-                self._found(Escape("returned", node))
-            elif isinstance(node, cst.Call) and any(_is(arg.value, name) for arg in node.args):
-                if isinstance(node.func, cst.Subscript):
-                    kernel = cst.Module([]).code_for_node(node.func.value)
-                    self._found(Escape(f"passed to the kernel `{kernel}`", node))
-                elif calls and not is_allocator_call(node):
-                    self._found(Escape(f"passed to `{call_name(node) or '?'}()`", node))
-
-        def _found(self, escape: Escape) -> None:
-            found.append(escape)
-            self.done = True
+                search.check(node)
+            return not search.done
 
     walk(scope, Visitor())
-    return found[0] if found else None
+    return search.found

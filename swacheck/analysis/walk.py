@@ -167,6 +167,49 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     return _children(node)
 
 
+def after_in_walk_order(
+    scope: cst.CSTNode, start: cst.CSTNode, opaque: tuple[type, ...]
+) -> Iterator[cst.CSTNode] | None:
+    """The nodes a walk of ``scope`` meets after ``start``'s subtree, in order, without
+    the nodes of the ``opaque`` classes below ``scope`` or anything inside them; none
+    when the walk never meets ``start`` (outside ``scope``, or inside an opaque node).
+
+    Read off the analysed module's layout (:func:`memoized_children`), so a search that
+    starts at a statement does not traverse what comes before it; ``None`` where there
+    is no layout holding ``scope``: the caller walks instead.
+    """
+    layout = _TREE.get() if _TREE is not None else None
+    at_scope = layout.position(scope) if layout is not None else None
+    if layout is None or at_scope is None:
+        return None
+    return _after(layout, at_scope, layout.position(start), opaque)
+
+
+def _after(
+    layout: _Preorder, at_scope: int, at_start: int | None, opaque: tuple[type, ...]
+) -> Iterator[cst.CSTNode]:
+    nodes, ends = layout.nodes, layout.ends
+    stop = ends[at_scope]
+    if at_start is None or not at_scope <= at_start < stop:
+        return
+    at = at_scope + 1
+    while at < at_start:  # down the ancestors of ``start``, over the subtrees before it
+        if ends[at] <= at_start:
+            at = ends[at]
+        elif isinstance(nodes[at], opaque):
+            return
+        else:
+            at += 1
+    at = ends[at_start]
+    while at < stop:
+        node = nodes[at]
+        if isinstance(node, opaque):
+            at = ends[at]
+            continue
+        yield node
+        at += 1
+
+
 def _children(node: cst.CSTNode) -> list[cst.CSTNode]:
     found: list[cst.CSTNode] = []
     order = _ORDER.get(type(node)) or _field_order(node)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import sysconfig
 import textwrap
+from pathlib import Path
 
 import libcst as cst
 import pytest
 
 from swacheck.analysis.escapes import escape_of
+from swacheck.analysis.walk import memoized_children, walk
 
 
 def _escape(source: str) -> str | None:
@@ -51,3 +54,74 @@ def test_escapes(source: str, how: str) -> None:
 )
 def test_stays_local(source: str) -> None:
     assert _escape(source) is None
+
+
+_REPO = Path(__file__).resolve().parents[2]
+_STDLIB = Path(sysconfig.get_paths()["stdlib"])
+_SOURCES = [
+    *sorted((_REPO / "examples").glob("*.py")),
+    *sorted((_REPO / "reference_impl").rglob("*.py")),
+    *sorted((_REPO / "swacheck" / "analysis").glob("*.py")),
+    *(_STDLIB / name for name in ("dataclasses.py", "argparse.py", "typing.py", "tempfile.py")),
+]
+
+
+def _searches(module: cst.Module) -> list[tuple[cst.CSTNode, cst.CSTNode, str]]:
+    """(scope, statement, name) for every name every assignment of a file binds, with
+    each function around it as the scope (nested functions' bindings from the outer
+    one's scope too: never reached there), and one binding from another function."""
+    found: list[tuple[cst.CSTNode, cst.CSTNode, str]] = []
+    scopes: list[cst.FunctionDef] = []
+
+    class Bindings(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+            scopes.append(node)
+
+        def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+            scopes.pop()
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for target in node.targets:
+                for name in _names(target.target):
+                    found.extend((scope, node, name) for scope in scopes)
+                    if len(found) % 7 == 0 and scopes:  # a statement of some other function
+                        found.append((module.body[0], node, name))
+
+        def visit_For(self, node: cst.For) -> None:
+            for name in _names(node.target):
+                found.extend((scope, node, name) for scope in scopes)
+
+    walk(module, Bindings())
+    return found
+
+
+def _names(target: cst.BaseExpression) -> list[str]:
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, cst.Tuple | cst.List):
+        return [n for element in target.elements for n in _names(element.value)]
+    return []
+
+
+def test_the_search_from_the_layout_finds_what_the_walk_finds() -> None:
+    """Inside a file's analysis the search reads the nodes after the binding off the
+    module's layout; it finds, for every assignment of real files and each function
+    around it, exactly what a walk of the function finds (nested functions' bindings
+    never reached, a binding outside the scope neither)."""
+    searched = escaped = 0
+    for path in _SOURCES:
+        module = cst.parse_module(path.read_bytes())
+        searches = _searches(module)
+        walked = [
+            (escape_of(scope, statement, name), escape_of(scope, statement, name, calls=True))
+            for scope, statement, name in searches
+        ]
+        with memoized_children(module):
+            laid_out = [
+                (escape_of(scope, statement, name), escape_of(scope, statement, name, True))
+                for scope, statement, name in searches
+            ]
+        assert laid_out == walked, path.name
+        searched += len(searches)
+        escaped += sum(found is not None for pair in walked for found in pair)
+    assert searched > 1000 and escaped > 100, (searched, escaped)
