@@ -18,7 +18,7 @@ import libcst as cst
 
 from swacheck.analysis.aliases import VIEW_METHODS
 from swacheck.analysis.names import call_name
-from swacheck.analysis.walk import after_in_walk_order, walk
+from swacheck.analysis.walk import after_in_walk_order
 
 # Methods whose result is a tensor of their receiver's dtype (views aside).
 DTYPE_PRESERVING = frozenset(
@@ -123,32 +123,13 @@ def escape_of(
     first leaves ``scope``, if it does before ``name`` is bound again. With ``calls``,
     handing it to any call but an allocator's (:func:`is_allocator_call`) counts too.
 
-    The nodes after ``binding`` are read off the module's layout where there is one, so
-    each search starts at its binding; else a walk of ``scope`` finds the binding first.
+    The nodes after ``binding`` are read off the module's layout
+    (:func:`swacheck.analysis.walk.after_in_walk_order`): each search starts at its
+    binding, not at the top of ``scope``.
     """
     search = _Search(name, calls)
-    after = after_in_walk_order(scope, binding, _OPAQUE)
-    if after is not None:
-        for node in after:
-            search.check(node)
-            if search.done:
-                break
-        return search.found
-
-    class Visitor(cst.CSTVisitor):
-        started = False
-
-        def on_visit(self, node: cst.CSTNode) -> bool:
-            if search.done:
-                return False
-            if node is binding:
-                self.started = True
-                return False
-            if node is not scope and isinstance(node, _OPAQUE):
-                return False
-            if self.started:
-                search.check(node)
-            return not search.done
-
-    walk(scope, Visitor())
+    for node in after_in_walk_order(scope, binding, _OPAQUE):
+        search.check(node)
+        if search.done:
+            break
     return search.found

@@ -276,9 +276,9 @@ class ProjectIndex:
                 changed.append(facts)
                 if len(changed) > UPDATED_AT_MOST:
                     return None
-        return self.updated(changed)
+        return self._updated(changed)
 
-    def updated(self, modules: Iterable[ModuleFacts]) -> ProjectIndex:
+    def _updated(self, modules: Iterable[ModuleFacts]) -> ProjectIndex:
         """This index with ``modules`` in place of the facts of their files (each already
         indexed), as a new index with its own memo: after an edit, the project is not
         indexed again for the one file whose facts changed. Lookups answer as they

@@ -169,19 +169,19 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
 
 def after_in_walk_order(
     scope: cst.CSTNode, start: cst.CSTNode, opaque: tuple[type, ...]
-) -> Iterator[cst.CSTNode] | None:
+) -> Iterator[cst.CSTNode]:
     """The nodes a walk of ``scope`` meets after ``start``'s subtree, in order, without
     the nodes of the ``opaque`` classes below ``scope`` or anything inside them; none
     when the walk never meets ``start`` (outside ``scope``, or inside an opaque node).
 
     Read off the analysed module's layout (:func:`memoized_children`), so a search that
-    starts at a statement does not traverse what comes before it; ``None`` where there
-    is no layout holding ``scope``: the caller walks instead.
+    starts at a statement does not traverse what comes before it; where no layout holds
+    ``scope``, ``scope`` alone is laid out.
     """
     layout = _TREE.get() if _TREE is not None else None
     at_scope = layout.position(scope) if layout is not None else None
     if layout is None or at_scope is None:
-        return None
+        layout, at_scope = _Preorder(scope), 0
     return _after(layout, at_scope, layout.position(start), opaque)
 
 

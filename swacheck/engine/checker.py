@@ -140,7 +140,10 @@ def _run(
     """The rules' visitors after one walk over the file; a rule that raises is left out
     and its error recorded in ``outcome``."""
     context = _context(path, parsed, config, project)
-    with memoized_children(parsed.wrapper.module, parsed.maps.layout):
+    # The first pass's layout where the tree kept it (``units.keep_for_check``); one laid
+    # out here lasts only for this walk (the tree may stay, for a fix, with many others).
+    layout = parsed.maps.layout
+    with memoized_children(parsed.wrapper.module, layout if layout.built else None):
         visitors = [rule(context) for rule in active]
         try:
             walk(parsed.wrapper.module, visitors)

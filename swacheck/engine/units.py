@@ -139,12 +139,7 @@ def check(
                 return CheckOutcome([parsed])
             tree = parsed
         phase(ANALYSING)
-        laid_out = tree.maps.layout.built is not None
-        try:
-            return check_parsed(path, relative, tree, rules, config, project, known_codes)
-        finally:
-            if not laid_out:  # built for this check alone: the tree may be kept for a fix
-                tree.maps.layout.drop()
+        return check_parsed(path, relative, tree, rules, config, project, known_codes)
     except OutOfTime:
         return CheckOutcome([out_of_time(path, config.max_file_time)])
     except MemoryError:

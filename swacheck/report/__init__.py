@@ -36,5 +36,5 @@ HUMAN_FORMATS = frozenset({"full", "concise"})
 def renderer(name: str) -> Renderer:
     """The renderer of format ``name`` (one of :data:`FORMATS`)."""
     module, function = FORMATS[name]
-    renderer: Renderer = getattr(importlib.import_module(f"{__name__}.{module}"), function)
-    return renderer
+    found: Renderer = getattr(importlib.import_module(f"{__name__}.{module}"), function)
+    return found

@@ -10,7 +10,7 @@ import libcst as cst
 import pytest
 
 from swacheck.analysis.escapes import escape_of
-from swacheck.analysis.walk import memoized_children, walk
+from swacheck.analysis.walk import after_in_walk_order, memoized_children, walk
 
 
 def _escape(source: str) -> str | None:
@@ -103,25 +103,56 @@ def _names(target: cst.BaseExpression) -> list[str]:
     return []
 
 
+_OPAQUE = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+
+
+def _walked_after(scope: cst.CSTNode, binding: cst.CSTNode) -> list[cst.CSTNode]:
+    """The oracle: what a walk of ``scope`` meets after ``binding``'s subtree, not
+    entering nested functions, classes and lambdas (none if it never meets it)."""
+    met: list[cst.CSTNode] = []
+
+    class Visitor(cst.CSTVisitor):
+        started = False
+
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            if node is binding:
+                self.started = True
+                return False
+            if node is not scope and isinstance(node, _OPAQUE):
+                return False
+            if self.started:
+                met.append(node)
+            return True
+
+    walk(scope, Visitor())
+    return met
+
+
 def test_the_search_from_the_layout_finds_what_the_walk_finds() -> None:
-    """Inside a file's analysis the search reads the nodes after the binding off the
-    module's layout; it finds, for every assignment of real files and each function
-    around it, exactly what a walk of the function finds (nested functions' bindings
-    never reached, a binding outside the scope neither)."""
+    """The search reads the nodes after the binding off the module's layout (inside a
+    file's analysis) or off the function's own (outside one); for every assignment of
+    real files and each function around it, those are the nodes a walk of the function
+    meets after the binding (none for nested functions' bindings, nor for a binding
+    outside the scope), and the search finds the same either way."""
     searched = escaped = 0
     for path in _SOURCES:
         module = cst.parse_module(path.read_bytes())
         searches = _searches(module)
-        walked = [
+        walked = [_walked_after(scope, statement) for scope, statement, _ in searches]
+        alone = [list(after_in_walk_order(scope, s, _OPAQUE)) for scope, s, _ in searches]
+        found = [
             (escape_of(scope, statement, name), escape_of(scope, statement, name, calls=True))
             for scope, statement, name in searches
         ]
         with memoized_children(module):
-            laid_out = [
+            laid_out = [list(after_in_walk_order(scope, s, _OPAQUE)) for scope, s, _ in searches]
+            found_laid_out = [
                 (escape_of(scope, statement, name), escape_of(scope, statement, name, True))
                 for scope, statement, name in searches
             ]
+        assert alone == walked, path.name
         assert laid_out == walked, path.name
+        assert found_laid_out == found, path.name
         searched += len(searches)
-        escaped += sum(found is not None for pair in walked for found in pair)
+        escaped += sum(one is not None for pair in found for one in pair)
     assert searched > 1000 and escaped > 100, (searched, escaped)
