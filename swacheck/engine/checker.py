@@ -51,17 +51,29 @@ def _applies(rules: Sequence[type[Rule]], parsed: Parsed, config: Config) -> lis
 
 
 def collect_facts(
-    path: str, parsed: Parsed, rules: Sequence[type[Rule]], config: Config
+    path: str, parsed: Parsed, rules: Sequence[type[Rule]], config: Config, data: bytes = b""
 ) -> ModuleFacts | Finding:
     """The file's first-pass facts; SWA999 if it is nested too deeply to analyse."""
     context = _context(path, parsed, config, ProjectIndex())
     summaries = any(rule.needs_skeletons(context) for rule in rules)
     rules = _applies(rules, parsed, config)
+    semantic = None
+    if any(rule.semantic for rule in rules):
+        from swacheck.semantics.model import model_for
+        from swacheck.semantics.unit import file_facts
+
+        try:
+            semantic = file_facts(path, data or parsed.text.encode("utf-8"), model_for(config))
+        except (SyntaxError, ValueError):
+            semantic = None  # CPython does not read it (a Python 2 file libcst does read)
     try:
         with memoized_children(context.module, parsed.maps.layout):
             positions = context.positions if summaries else None
             facts = index_module(context.module, path, positions=positions)
+            facts.semantic = semantic
             for rule in rules:
+                if rule.semantic:
+                    continue
                 collected = rule.collect_facts(context)
                 if collected is not None:
                     facts.rule_facts[rule.code] = collected
@@ -86,11 +98,13 @@ def check_parsed(
     config: Config,
     project: ProjectIndex,
     known_codes: frozenset[str] | None = None,
+    fresh: bool = False,
 ) -> CheckOutcome:
     """Run ``rules`` over one parsed file; a rule that raises is isolated and reported.
 
     ``known_codes``: every code swacheck has, when unused ``# noqa`` directives are to be
-    reported (``SWA100``); ``None`` when they are not. The walk is bounded by
+    reported (``SWA100``); ``None`` when they are not. ``fresh``: the text is not the one
+    the first pass read (a fix's), so the semantic rules read it anew. The walk is bounded by
     ``max-file-time``; a file past it gets an SWA999 instead of its findings.
     """
     outcome = CheckOutcome()
@@ -105,7 +119,7 @@ def check_parsed(
     active = applying
     try:
         with time_limit(config.max_file_time):
-            visitors = _run(path, parsed, active, config, project, outcome)
+            visitors = _run(path, parsed, active, config, project, outcome, fresh)
     except OutOfTime:
         return CheckOutcome([out_of_time(path, config.max_file_time)])
     noqa = parsed.noqa
@@ -136,9 +150,15 @@ def _run(
     config: Config,
     project: ProjectIndex,
     outcome: CheckOutcome,
+    fresh: bool = False,
 ) -> list[Rule]:
     """The rules' visitors after one walk over the file; a rule that raises is left out
     and its error recorded in ``outcome``."""
+    queries = [rule for rule in active if rule.semantic]
+    active = [rule for rule in active if not rule.semantic]
+    found: list[Rule] = []
+    if queries:
+        found = _queries(path, parsed, queries, config, project, outcome, fresh)
     context = _context(path, parsed, config, project)
     # The first pass's layout where the tree kept it (``units.keep_for_check``); one laid
     # out here lasts only for this walk (the tree may stay, for a fix, with many others).
@@ -158,4 +178,43 @@ def _run(
                     outcome.errors.append(_describe(rule, exc))
                     continue
                 visitors.append(single)
-    return visitors
+    return found + visitors
+
+
+def _queries(
+    path: str,
+    parsed: Parsed,
+    rules: Sequence[type[Rule]],
+    config: Config,
+    project: ProjectIndex,
+    outcome: CheckOutcome,
+    fresh: bool,
+) -> list[Rule]:
+    """The semantic rules' checks of one file (``fresh``: its text is not what the first
+    pass saw, a fix's); a rule that raises is left out and its error recorded in
+    ``outcome``."""
+    from swacheck.semantics.unit import Analysis, FileUnit, file_facts
+
+    facts = project.modules.get(path)
+    module = facts.semantic if facts is not None else None
+    analysis = project.semantic(config)
+    if module is None or fresh:
+        # a file the first pass did not see as it is now (a fix's re-check): the project
+        # with this file's new facts in place
+        try:
+            module = file_facts(path, parsed.text.encode("utf-8", "surrogatepass"), analysis.model)
+        except (SyntaxError, ValueError):
+            return []
+        others = [m.semantic for p, m in project.modules.items() if p != path and m.semantic]
+        analysis = Analysis([*others, module], config)
+    unit = FileUnit(path, module, analysis, None if parsed.partial else parsed.text)
+    done = []
+    for rule in rules:
+        query = rule(unit)
+        try:
+            query.check(unit)
+        except (Exception, RecursionError) as exc:
+            outcome.errors.append(_describe(rule, exc))
+            continue
+        done.append(query)
+    return done

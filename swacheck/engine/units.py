@@ -99,7 +99,7 @@ def first_pass(
             if not isinstance(tree, Parsed):
                 return None, tree
             phase(ANALYSING)
-            facts = collect_facts(path, tree, rules, config)
+            facts = collect_facts(path, tree, rules, config, data)
     except OutOfTime:
         return None, out_of_time(path, config.max_file_time)
     except MemoryError:
@@ -238,7 +238,7 @@ def _fix(
         fixed.extend(f for f in todo if id(f.fix) in chosen)
         phase(ANALYSING)
         findings = check_parsed(
-            path, relative, parsed, rules, config, project, known_codes
+            path, relative, parsed, rules, config, project, known_codes, fresh=True
         ).findings
     if text == original:
         return FixOutcome(None, findings, error=error)
