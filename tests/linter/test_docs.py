@@ -34,6 +34,17 @@ def test_readme_rule_table_is_current() -> None:
     assert render_table() in readme, "README rule table is stale: run `python -m swacheck.docs`"
 
 
+def test_summaries_read_alike() -> None:
+    """``swacheck rules``, the pages, the README table and SARIF show each code's summary:
+    each opens with a capital (or code) and ends without a full stop, as ruff's do."""
+    from swacheck.engine.codes import ENGINE_CODES
+
+    summaries = {r.code: r.summary for r in all_rules()} | {c.code: c.summary for c in ENGINE_CODES}
+    for code, summary in summaries.items():
+        assert summary[0].isupper() or summary[0] == "`", (code, summary)
+        assert not summary.endswith("."), (code, summary)
+
+
 def test_every_page_has_the_sections() -> None:
     for rule in all_rules():
         page = render_rule(rule)
