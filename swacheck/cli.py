@@ -387,26 +387,26 @@ def _wrote_baseline(
 def _apply_baseline(
     baseline: Baseline, result: AuditResult, texts: FileTexts, enabled: list[str]
 ) -> list[str]:
-    """Drop the findings ``baseline`` records from ``result``; the warnings to print."""
+    """Drop the findings ``baseline`` records from ``result``; the warnings to print.
+
+    Only news is said: entries whose finding is gone. The recorded findings themselves
+    are what the baseline is for, so a run where nothing changed prints nothing (every
+    pre-commit call shows it).
+    """
     stale = baseline.stale(result.findings, texts, result.files, enabled)
-    result.findings, known = baseline.split(result.findings, texts)
-    notes = []
-    if known:
-        notes.append(
-            f"{count(len(known), 'finding')} recorded in the baseline {baseline.path} not reported"
-        )
-    if stale:
-        listed = "".join(
-            f"\n  {e.file}: {e.code} on `{e.line}`"
-            + (f" (occurrence {e.occurrence + 1})" if e.occurrence else "")
-            for e in stale
-        )
-        notes.append(
-            f"{count(len(stale), 'baseline entry', 'baseline entries')} of {baseline.path} "
-            f"found no finding (fixed, or the line changed; --write-baseline drops them):"
-            f"{listed}"
-        )
-    return notes
+    result.findings, _ = baseline.split(result.findings, texts)
+    if not stale:
+        return []
+    listed = "".join(
+        f"\n  {e.file}: {e.code} on `{e.line}`"
+        + (f" (occurrence {e.occurrence + 1})" if e.occurrence else "")
+        for e in stale
+    )
+    return [
+        f"{count(len(stale), 'baseline entry', 'baseline entries')} of {baseline.path} "
+        f"found no finding (fixed, or the line changed; --write-baseline drops them):"
+        f"{listed}"
+    ]
 
 
 class _Terminated(BaseException):

@@ -249,6 +249,8 @@ def test_a_baseline_lets_old_findings_through_and_stops_new_ones(
     assert shown == [
         ("minisglang/mem_cache/pool.py", new_row, bug.index("torch.int64") + 1, "SWA002")
     ]
+    # The old findings the baseline records are not news: nothing is said of them.
+    assert "warning:" not in refused.stdout + refused.stderr
 
 
 def test_add_noqa_lets_old_findings_through_and_stops_new_ones(
