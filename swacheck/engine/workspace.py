@@ -342,6 +342,17 @@ class Workspace:
             self._excluded[path] = found
         return found
 
+    def files(
+        self, paths: Sequence[Path], *, force_exclude: bool = False
+    ) -> tuple[list[Path], list[str]]:
+        """The files an audit of ``paths`` reports on, absolute and sorted (``--show-files``),
+        and what their discovery warns of (a missing path, an unreadable folder)."""
+        result = AuditResult()
+        report = self._report_files(paths, {}, force_exclude, result)
+        found = sorted(Path(os.path.abspath(f.location)) for f in report.values() if not f.problem)
+        problems = [f"{f.display}: {f.problem}" for f in report.values() if f.problem]
+        return found, [*result.warnings, *problems]
+
     # -- the audit ---------------------------------------------------------------------
 
     def audit(
