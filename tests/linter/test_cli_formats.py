@@ -331,7 +331,7 @@ def ruff_formats(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     (folder / "a.py").write_text("import os\n")
     outputs = {}
     command = [ruff, "check", "--isolated", "--no-cache", "--select", "F401,F841,E402,E702"]
-    for name in ("json", "grouped", "azure", "rdjson"):
+    for name in ("json", "grouped", "azure", "rdjson", "sarif"):
         outputs[name] = subprocess.run(
             [*command, "--output-format", name, "a.py", "b.py"],
             cwd=folder,
@@ -436,6 +436,64 @@ def test_rdjson_is_ruffs_document(
     assert any("suggestions" in d for d in ours["diagnostics"])
     clean = run(examples, "audit", "--select", "SWA100", "--output-format", "rdjson", rc=0)
     assert json.loads(clean.stdout)["diagnostics"] == []
+
+
+def _applied(text: str, replacements: list[dict[str, Any]]) -> str:
+    """``text`` with SARIF replacements applied (1-based lines and columns), last first."""
+    starts = [0]
+    for line in text.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+
+    def offset(line: int, column: int) -> int:
+        return starts[line - 1] + column - 1
+
+    spans = []
+    for r in replacements:
+        region = r["deletedRegion"]
+        start = offset(region["startLine"], region["startColumn"])
+        end = offset(region["endLine"], region["endColumn"])
+        spans.append((start, end, r.get("insertedContent", {}).get("text", "")))
+    for start, end, inserted in sorted(spans, reverse=True):
+        text = text[:start] + inserted + text[end:]
+    return text
+
+
+def test_sarif_has_ruffs_severity_its_fixes_and_each_rules_page(
+    examples: Path, findings: list[dict[str, Any]], ruff_formats: dict[str, str], tmp_path: Path
+) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((HERE / "sarif_2_1_0_required.json").read_text())
+    theirs = json.loads(ruff_formats["sarif"])["runs"][0]
+    document = json.loads(run(examples, "audit", "--output-format", "sarif", rc=1).stdout)
+    jsonschema.validate(document, schema)
+    ours = document["runs"][0]
+    # ruff's severity: every result and every rule's default an error.
+    levels = {r["level"] for r in theirs["results"]}
+    levels |= {r["defaultConfiguration"]["level"] for r in theirs["tool"]["driver"]["rules"]}
+    assert levels == {"error"}
+    assert {r["level"] for r in ours["results"]} == levels
+    assert {r["defaultConfiguration"]["level"] for r in ours["tool"]["driver"]["rules"]} == levels
+    # Each rule's help is its page, as `swacheck rule CODE` prints it (docs/ci.md says so).
+    pages = json.loads(run(examples, "rule", "--all", "--output-format", "json", rc=0).stdout)
+    explained = {d["code"]: d["explanation"] for d in pages}
+    for rule in ours["tool"]["driver"]["rules"]:
+        assert rule["help"] == {"text": explained[rule["id"]], "markdown": explained[rule["id"]]}
+    # A result carries its fix, safe or unsafe, as ruff's do; applied, the fixes of every
+    # file are what `--fix --unsafe-fixes` writes.
+    assert any("fixes" in r for r in theirs["results"])
+    assert [bool(r.get("fixes")) for r in ours["results"]] == [bool(f["fix"]) for f in findings]
+    by_file: dict[str, list[dict[str, Any]]] = {}
+    for result in ours["results"]:
+        for fix in result.get("fixes", []):
+            (change,) = fix["artifactChanges"]
+            by_file.setdefault(change["artifactLocation"]["uri"], []).extend(change["replacements"])
+    fixed = tmp_path / "fixed"
+    shutil.copytree(examples, fixed)
+    run(fixed, "audit", "--fix", "--unsafe-fixes", "--no-cache", rc=1)
+    assert by_file
+    for name, replacements in by_file.items():
+        after = _applied((examples / name).read_text(), replacements)
+        assert after == (fixed / name).read_text(), name
 
 
 # -- the line formats ----------------------------------------------------------------
