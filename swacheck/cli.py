@@ -34,7 +34,7 @@ from swacheck.engine.texts import FileTexts
 from swacheck.engine.workspace import Workspace
 from swacheck.report import DEFAULT_FORMAT, FORMATS, HUMAN_FORMATS, renderer
 from swacheck.report.context import ReportContext
-from swacheck.report.progress import ProgressLine
+from swacheck.report.progress import IndexingNote, ProgressLine
 from swacheck.report.style import Style, wants_colour
 from swacheck.report.summary import (
     closing,
@@ -373,6 +373,7 @@ def _audit(args: argparse.Namespace) -> int:
     if args.show_settings:
         return _show_settings(config, paths, selection, args.cache_dir)
     baseline = Baseline.load(args.baseline) if args.baseline and not args.write_baseline else None
+    jobs = args.jobs or available_cores()
     workspace = Workspace.for_paths(
         paths,
         config,
@@ -381,7 +382,7 @@ def _audit(args: argparse.Namespace) -> int:
         known_codes=[spec.code for spec in specs],
         cache=not args.no_cache,
         cache_dir=args.cache_dir,
-        jobs=args.jobs or available_cores(),
+        jobs=jobs,
         prefilter=not args.no_prefilter,
     )
     if args.show_files:
@@ -396,6 +397,7 @@ def _audit(args: argparse.Namespace) -> int:
     documents: dict[str, bytes] = {}
     progress = _progress_line(args)
     options["progress"] = progress
+    options["indexing"] = _indexing_note(args, stdin, jobs)
     with progress if progress is not None else contextlib.nullcontext():  # erased however it ends
         if stdin:
             text = sys.stdin.buffer.read()
@@ -442,6 +444,15 @@ def _progress_line(args: argparse.Namespace) -> ProgressLine | None:
     if args.quiet or args.silent or not human or not sys.stderr.isatty():
         return None
     return ProgressLine(sys.stderr)
+
+
+def _indexing_note(args: argparse.Namespace, stdin: bool, jobs: int) -> IndexingNote | None:
+    """The one line saying a long indexing is under way, for whoever reads stderr later
+    (pre-commit and CI logs capture it); not with ``-q``/``-s``, nor for an editor's
+    stdin."""
+    if args.quiet or args.silent or stdin:
+        return None
+    return IndexingNote(sys.stderr, jobs, cached=not args.no_cache)
 
 
 def _check_adoption_options(args: argparse.Namespace, stdin: bool) -> None:
