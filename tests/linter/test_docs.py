@@ -173,3 +173,130 @@ def test_the_github_workflow_runs_real_commands() -> None:
         _build_parser().parse_args(shlex.split(command)[1:])
     pytest_runs = [step["run"] for step in steps if "pytest" in step.get("run", "")]
     assert any("--swa-sanitize=" in run for run in pytest_runs)
+
+
+# -- facts the pages state that the tool knows (issue 40) ---------------------------------
+
+
+def _codes_between(first: str, last: str) -> list[str]:
+    """``SWA001``..``SWA011`` as the codes they span."""
+    return [f"SWA{n:03d}" for n in range(int(first[3:]), int(last[3:]) + 1)]
+
+
+def test_the_readme_introduction_names_every_code() -> None:
+    from swacheck.engine.codes import ENGINE_CODES
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    intro = readme.split("## Quick start", 1)[0]
+    (span,) = re.findall(r"rules `(SWA\d{3})`–`(SWA\d{3})`", intro)
+    assert _codes_between(*span) == [rule.code for rule in all_rules()]
+    for code in ENGINE_CODES:
+        assert f"`{code.code}`" in intro, code.code
+
+
+def test_the_docs_index_names_every_rule_page() -> None:
+    index = (REPO / "docs" / "README.md").read_text(encoding="utf-8")
+    (row,) = [line for line in index.splitlines() if line.startswith("| [rules/](rules/)")]
+    (first, last), *_ = re.findall(r"`(SWA\d{3})\.md` … `(SWA\d{3})\.md`", row)
+    named = set(_codes_between(first, last)) | set(re.findall(r"`(SWA\d{3})\.md`", row))
+    assert named == {page.stem for page in (REPO / "docs" / "rules").glob("*.md")}
+
+
+def test_the_docs_index_names_the_invariants_design_defines() -> None:
+    design = (REPO / "docs" / "design.md").read_text(encoding="utf-8")
+    defined = [int(n) for n in re.findall(r"^\| I(\d+) \|", design, re.M)]
+    assert defined == list(range(1, len(defined) + 1))
+    index = (REPO / "docs" / "README.md").read_text(encoding="utf-8")
+    (span,) = re.findall(r"the invariants I(\d+)–I(\d+)", index)
+    assert [int(n) for n in span] == [1, len(defined)]
+    for rule in all_rules():  # every rule's invariant is one design.md defines
+        assert int(rule.invariant[1:]) in defined, rule.code
+
+
+def test_reliability_counts_the_tests_it_collects() -> None:
+    page = (REPO / "docs" / "reliability.md").read_text(encoding="utf-8")
+    (stated,) = re.findall(r"`tests/reliability/`,\s+collected by [^:]*: (\d+) tests", page)
+    collect = ("--collect-only", "-q", "-p", "no:cacheprovider")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", *collect, "tests/reliability"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    (collected,) = re.findall(r"^(\d+) tests? collected", proc.stdout, re.M)
+    assert int(stated) == int(collected), proc.stdout[-500:]
+
+
+def test_the_quick_start_demo_reports_what_the_readme_says() -> None:
+    """Step 3's command, run as written (with ``--json``), reports exactly the violation
+    kinds the paragraph after it names."""
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    step = readme.split("**3. A first sanitized run.**", 1)[1].split("**4. ", 1)[0]
+    command = next(line for line in step.splitlines() if line.startswith("swacheck demo "))
+    after = step.split(command, 1)[1].split("```\n", 1)[1].split("\n\n", 1)[0]
+    proc = subprocess.run(
+        [sys.executable, "-m", "swacheck", *command.split()[1:], "--json", "--quiet"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    violations = json.loads(proc.stdout.strip().splitlines()[-1])["violations"]
+    named = {word for word in re.findall(r"`([a-z-]+)`", after) if word in violations}
+    assert named == {kind for kind, count in violations.items() if count}
+
+
+def test_the_readme_names_the_wheels_the_engine_tests_download() -> None:
+    engines = REPO / "tests" / "engines"
+    fetched: set[str] = set()
+    for source in engines.glob("*.py"):
+        text = source.read_text(encoding="utf-8")
+        fetched.update(
+            re.findall(r"(?:extracted|_release|wheel)\(\"([\d.]+(?:post\d+)?)\"\)", text)
+        )
+        for releases in re.findall(r"^RELEASES = \(([^)]*)\)", text, re.M):
+            fetched.update(re.findall(r"\"([\d.]+(?:post\d+)?)\"", releases))
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    paragraph = readme.split("<!-- engine-wheels -->\n", 1)[1].split("\n\n", 1)[0]
+    count = {"six": 6, "seven": 7, "eight": 8}[re.findall(r"downloads (\w+) release", paragraph)[0]]
+    listed = set(re.findall(r"\b0\.\d+\.\d+(?:\.post\d+)?\b", paragraph.split(";")[0]))
+    assert listed == fetched and count == len(fetched)
+    wheels = (engines / "sglang_wheels.py").read_text(encoding="utf-8")
+    assert '"SWACHECK_ENGINES"' in wheels and '".cache" / "swacheck" / "engines"' in wheels
+    assert "`~/.cache/swacheck/engines` (or `$SWACHECK_ENGINES`)" in paragraph
+
+
+def test_pyproject_points_to_readme_sections_that_exist() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    headings = set(re.findall(r"^#+ (.+)$", readme, re.M))
+    headings |= set(re.findall(r"^\*\*(?:\d+\. )?([^*]+?)\.?\*\*", readme, re.M))
+    pyproject = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    cited = re.findall(r"README(?::|'s) \"([^\"]+)\"", pyproject)
+    assert cited
+    for section in cited:
+        assert section in headings, section
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_anchors_lead_to_headings() -> None:
+    """A link to ``#anchor`` (in its page or another) names a heading GitHub makes that
+    anchor of, or an explicit ``<a id>`` (a bold lead-in is no heading)."""
+    documents = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    anchors = {
+        d.resolve(): {_slug(h) for h in re.findall(r"^#+ (.+)$", d.read_text(), re.M)}
+        | set(re.findall(r'<a id="([^"]+)"></a>', d.read_text()))
+        for d in documents
+    }
+    for document in documents:
+        for target, anchor in re.findall(r"\]\(([^)#\s]*)#([^)\s]+)\)", document.read_text()):
+            page = (document.parent / target).resolve() if target else document.resolve()
+            if page in anchors:
+                assert anchor in anchors[page], (document.name, target, anchor)
