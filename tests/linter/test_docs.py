@@ -300,3 +300,67 @@ def test_anchors_lead_to_headings() -> None:
             page = (document.parent / target).resolve() if target else document.resolve()
             if page in anchors:
                 assert anchor in anchors[page], (document.name, target, anchor)
+
+
+# A record's label in docs/real-world.md: the day, the commit it measured, and whether it
+# is current (``*Record of 2026-11-27, main at 620db6d: current.*``).
+RECORD = re.compile(
+    r"^\*Record of (?P<day>\d{4}-\d{2}-\d{2}), [^*]*? at (?P<commit>[0-9a-f]{7,40}): "
+    r"(?P<status>current|superseded)\b",
+    re.M,
+)
+
+
+def _tables(text: str) -> list[tuple[str, list[list[str]]]]:
+    """Each table of a page, with the text before it since the previous table."""
+    found, before, rows = [], [], []
+    for line in text.splitlines():
+        if line.startswith("|"):
+            rows.append([cell.strip() for cell in line.strip("|").split("|")])
+            continue
+        if rows:
+            found.append(("\n".join(before), rows))
+            before, rows = [], []
+        before.append(line)
+    if rows:
+        found.append(("\n".join(before), rows))
+    return found
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=REPO, capture_output=True, text=True, check=False
+    ).stdout.strip()
+
+
+def test_every_real_world_table_says_when_what_and_whether_current() -> None:
+    """Each table is labelled with the day it was measured and the commit it measured
+    (which exists, and is no younger than the record), current or superseded; a
+    current table of findings has a column for every rule, and the current precision
+    table counts what the current findings table holds."""
+    import shutil
+
+    rules = [rule.code for rule in all_rules()]
+    text = (REPO / "docs" / "real-world.md").read_text(encoding="utf-8")
+    history = shutil.which("git") is not None and _git("rev-parse", "--is-shallow-repository")
+    current: dict[str, list[list[str]]] = {}
+    for before, rows in _tables(text):
+        labels = list(RECORD.finditer(before))
+        assert len(labels) == 1, (before[-300:], rows[0])
+        label = labels[0]
+        if history == "false":
+            day = _git("show", "-s", "--format=%cs", f"{label['commit']}^{{commit}}")
+            assert day and day <= label["day"], (label["commit"], day, label["day"])
+        header = rows[0]
+        codes = [cell for cell in header if re.fullmatch(r"SWA\d{3}", cell)]
+        if label["status"] == "current" and codes:
+            assert codes == rules, header
+            current["findings"] = rows
+        if label["status"] == "current" and header[:2] == ["rule", "findings"]:
+            assert [row[0] for row in rows[2:]] == rules
+            current["precision"] = rows
+    findings, precision = current["findings"], current["precision"]
+    column = {cell: i for i, cell in enumerate(findings[0])}
+    for row in precision[2:]:
+        total = sum(int(target[column[row[0]]]) for target in findings[2:])
+        assert int(row[1]) == total, row
