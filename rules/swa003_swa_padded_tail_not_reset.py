@@ -137,7 +137,7 @@ class SwaPaddedTailNotReset(Rule):
 
     code = "SWA003"
     name = "swa-padded-tail-not-reset"
-    summary = "captured SWA buffer filled without resetting the rows past the live batch"
+    summary = "Captured SWA buffer filled without resetting the rows past the live batch"
     fixes = (safe_fix(),)
     config_keys = ("swa-loc-pattern",)
     invariant = "I4"

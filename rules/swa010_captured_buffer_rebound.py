@@ -73,7 +73,7 @@ class CapturedBufferRebound(Rule):
 
     code = "SWA010"
     name = "captured-buffer-rebound"
-    summary = "a buffer a captured CUDA graph reads is rebound on a replay path"
+    summary = "A buffer a captured CUDA graph reads is rebound on a replay path"
     invariant = "I10"
     origin = "CUDA-graph contract (a graph replays on the addresses it captured)"
 

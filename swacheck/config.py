@@ -84,6 +84,11 @@ class Config:
     exclude: tuple[str, ...] = ()
     extend_exclude: tuple[str, ...] = ()
     per_file_ignores: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Which codes' fixes are offered, as ruff's ``lint.fixable``/``extend-fixable``/
+    # ``unfixable`` (empty ``fixable``: every code); a code left out has no fix, anywhere.
+    fixable: tuple[str, ...] = ()
+    extend_fixable: tuple[str, ...] = ()
+    unfixable: tuple[str, ...] = ()
     respect_gitignore: bool = True
     cache_dir: str = ".swacheck_cache"
     # Per-file bounds (0: none), so one generated or hostile file cannot stall or kill a
@@ -93,6 +98,9 @@ class Config:
     max_file_size: int = 1_000_000
     max_file_time: float = 20.0
     max_file_memory: int = 768
+    # ``--ignore-noqa``: suppression comments suppress nothing (a command-line flag only,
+    # as in ruff: not a configuration key).
+    ignore_noqa: bool = False
     # Where the configuration was read from (``None``: defaults only).
     source: Path | None = None
 
@@ -247,7 +255,9 @@ REPORTING = (
 
 
 _DEFAULTS = Config()
-_KEYS = {f.name.replace("_", "-"): f for f in fields(Config) if f.name != "source"}
+# Fields that are no ``[tool.swacheck]`` key: where it was read from, command-line flags.
+_NOT_KEYS = ("source", "ignore_noqa")
+_KEYS = {f.name.replace("_", "-"): f for f in fields(Config) if f.name not in _NOT_KEYS}
 _STRING_LIST_KEYS = {k for k, f in _KEYS.items() if isinstance(getattr(_DEFAULTS, f.name), tuple)}
 
 
@@ -258,6 +268,11 @@ def _string_list(key: str, value: Any) -> tuple[str, ...]:
         if not isinstance(item, str):
             raise ConfigError(f"{key}: expected a list of strings, found {item!r}")
     return tuple(value)
+
+
+def settings(config: Config) -> dict[str, Any]:
+    """The configuration's keys, spelled as in ``[tool.swacheck]``, and their values."""
+    return {key: getattr(config, f.name) for key, f in _KEYS.items()}
 
 
 def config_from_table(table: Mapping[str, Any], source: Path | None = None) -> Config:

@@ -20,7 +20,7 @@ from swacheck.context import FileContext
 from swacheck.engine.limits import OutOfTime, out_of_time, time_limit
 from swacheck.engine.noqa import noqa_rows, unused
 from swacheck.engine.parse import Parsed, nesting_finding
-from swacheck.engine.selection import ignored_for_path, is_ignored
+from swacheck.engine.selection import ignored_for_path, is_fixable, is_ignored
 from swacheck.finding import UNUSED_NOQA_CODE, Finding
 from swacheck.rule import Rule
 from swacheck.triggers import FileText, compiled
@@ -123,6 +123,9 @@ def check_parsed(
     except OutOfTime:
         return CheckOutcome([out_of_time(path, config.max_file_time)])
     noqa = parsed.noqa
+    # ``--ignore-noqa``: suppressions are still read (SWA100 says which are unused), as
+    # ruff does, but every finding is reported.
+    shown = config.ignore_noqa
     used: list[tuple[int, str]] = []
     joined = noqa_rows(parsed.text) if any(v.findings for v in visitors) else {}
     for visitor in visitors:
@@ -132,15 +135,25 @@ def check_parsed(
                 row = joined[row]
                 finding = replace(finding, noqa_row=row)
             line = noqa.lines.get(row)
-            if line is not None and line.covers(finding.code):
+            suppressed = line is not None and line.covers(finding.code)
+            if suppressed:
                 used.append((row, finding.code))
-            elif not noqa.file_covers(finding.code):
+            if shown or not (suppressed or noqa.file_covers(finding.code)):
                 outcome.findings.append(finding)
     if report_unused and known_codes is not None:
         ran = [visitor.code for visitor in visitors] + idle
         found = unused(path, noqa, ran, used, known_codes)
-        outcome.findings.extend(f for f in found if not noqa.file_covers(f.code))
+        outcome.findings.extend(f for f in found if shown or not noqa.file_covers(f.code))
+    outcome.findings = [_offered(finding, config) for finding in outcome.findings]
     return outcome
+
+
+def _offered(finding: Finding, config: Config) -> Finding:
+    """``finding`` without its fix where its code is not fixable (``unfixable``), as ruff
+    drops it: not applied, not counted, not shown in any format."""
+    if finding.fix is None or is_fixable(finding.code, config):
+        return finding
+    return replace(finding, fix=None)
 
 
 def _run(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 from typing import Generic, Protocol, TypeVar
 
@@ -62,6 +62,9 @@ def select(
     _check_selectors(chosen_ignore, codes, "ignore")
     for glob, file_codes in config.per_file_ignores.items():
         _check_selectors([c.upper() for c in file_codes], codes, f"per-file-ignores.{glob}")
+    for key in ("fixable", "extend_fixable", "unfixable"):
+        selectors = [s.upper() for s in getattr(config, key)]
+        _check_selectors(selectors, codes, key.replace("_", "-"))
     chosen_select = base + extra if base else []
     explicit = base + extra
 
@@ -80,6 +83,47 @@ def select(
         if not ignored(c.code) and (c.default or any(_matches(c.code, s) for s in explicit))
     )
     return Selection(enabled, engine)
+
+
+def is_fixable(code: str, config: Config) -> bool:
+    """Whether ``code``'s findings keep their fix: ``fixable`` (none: every code) and
+    ``extend-fixable`` offer it, ``unfixable`` takes it away and wins."""
+    offered = [s.upper() for s in (*(config.fixable or ("ALL",)), *config.extend_fixable)]
+    return any(_matches(code, s) for s in offered) and not any(
+        _matches(code, s.upper()) for s in config.unfixable
+    )
+
+
+def with_fixable_flags(
+    config: Config,
+    codes: Sequence[str],
+    fixable: Sequence[str] | None,
+    extend_fixable: Sequence[str],
+    unfixable: Sequence[str],
+) -> Config:
+    """``config`` with ``--fixable``/``--extend-fixable``/``--unfixable`` applied after its
+    own keys, as ruff applies a later rule selection: ``--fixable`` starts over from its
+    codes, ``--extend-fixable`` adds to what is left, ``--unfixable`` removes and wins.
+    The result names its unfixable codes only."""
+    if fixable is None and not extend_fixable and not unfixable:
+        return config
+    for flag, selectors in (
+        ("--fixable", fixable or ()),
+        ("--extend-fixable", extend_fixable),
+        ("--unfixable", unfixable),
+    ):
+        _check_selectors(selectors, codes, flag)
+
+    def chosen(selectors: Sequence[str]) -> set[str]:
+        return {code for code in codes if any(_matches(code, s) for s in selectors)}
+
+    if fixable is not None:
+        offered = chosen(fixable)
+    else:
+        offered = {code for code in codes if is_fixable(code, config)}
+    offered = (offered | chosen(extend_fixable)) - chosen(unfixable)
+    taken = tuple(code for code in codes if code not in offered)
+    return replace(config, fixable=(), extend_fixable=(), unfixable=taken)
 
 
 def ignored_for_path(config: Config, relative: str) -> frozenset[str]:

@@ -88,15 +88,24 @@ _SWA_NOQA = re.compile(rb"noqa[ \t]*:[^\n]*swa", re.IGNORECASE)
 
 # Told ``(done, total)`` files as an audit goes.
 Progress = Callable[[int, int], None]
+# Told, before it starts, how many of the project's files an audit indexes (parses for
+# their facts): the slow part of a cold call.
+Indexing = Callable[[int], None]
 
 
 class _Progress:
     """An audit's progress: files whose facts are computed, then files checked."""
 
-    def __init__(self, report: Progress | None) -> None:
+    def __init__(self, report: Progress | None, indexing: Indexing | None = None) -> None:
         self.report = report
+        self.indexing = indexing
         self.done = 0
         self.total = 0
+
+    def indexes(self, files: int) -> None:
+        """The facts of ``files`` files are to be computed."""
+        if self.indexing is not None:
+            self.indexing(files)
 
     def start(self, total: int) -> None:
         """Some work starts: ``total`` files in all (the first call decides)."""
@@ -342,6 +351,17 @@ class Workspace:
             self._excluded[path] = found
         return found
 
+    def files(
+        self, paths: Sequence[Path], *, force_exclude: bool = False
+    ) -> tuple[list[Path], list[str]]:
+        """The files an audit of ``paths`` reports on, absolute and sorted (``--show-files``),
+        and what their discovery warns of (a missing path, an unreadable folder)."""
+        result = AuditResult()
+        report = self._report_files(paths, {}, force_exclude, result)
+        found = sorted(Path(os.path.abspath(f.location)) for f in report.values() if not f.problem)
+        problems = [f"{f.display}: {f.problem}" for f in report.values() if f.problem]
+        return found, [*result.warnings, *problems]
+
     # -- the audit ---------------------------------------------------------------------
 
     def audit(
@@ -357,6 +377,7 @@ class Workspace:
         add_noqa: str | None = None,
         complete: bool = True,
         progress: Progress | None = None,
+        indexing: Indexing | None = None,
     ) -> AuditResult:
         """Findings for ``paths`` (files, and Python files under folders) and
         ``documents`` (path -> current text, overriding the file on disk), in the
@@ -375,7 +396,8 @@ class Workspace:
         analysed (an editor's first diagnostics, before the project's facts are in;
         ``AuditResult.partial`` says whether any file was left out). ``progress``: called
         with ``(done, total)`` files as the analysis goes (not at all when nothing has
-        to be parsed).
+        to be parsed); ``indexing``: called once with the number of the project's files
+        whose facts must be computed, before that starts (not when none must).
         """
         with gc_paused():  # what an audit allocates (inventory, facts, trees) has no cycles
             return self._audit(
@@ -388,7 +410,7 @@ class Workspace:
                 rescan,
                 add_noqa,
                 complete,
-                _Progress(progress),
+                _Progress(progress, indexing),
             )
 
     def _audit(
@@ -848,6 +870,7 @@ class Workspace:
             else:
                 result.left_out += 1
         if missing:
+            progress.indexes(len(missing))
             progress.start(len(missing) + sum(1 for item in by_key.values() if item.report))
             todo = []
             oversized: dict[int, ModuleFacts | Finding] = {}
