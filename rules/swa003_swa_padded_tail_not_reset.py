@@ -38,6 +38,15 @@ from swacheck.config import DEFAULT_SWA_LOC_PATTERN, Config
 from swacheck.finding import Applicability, Fix
 from swacheck.fix_safety import safe_fix
 from swacheck.rule import Invalid, Rule, Valid
+from swacheck.semantics.dtypes import decider
+from swacheck.semantics.function import BIND, CALL, FILL, Event, Span
+from swacheck.semantics.model import WRITE, words
+from swacheck.semantics.project import Function
+from swacheck.semantics.rows import constant, full_value, uninitialised
+from swacheck.semantics.terms import Attr, Call, Global, Slice
+from swacheck.semantics.unit import FileUnit
+from swacheck.semantics.uses import role_uses
+from swacheck.semantics.values import Ctx
 from swacheck.triggers import Trigger, all_of
 
 if TYPE_CHECKING:
@@ -111,6 +120,22 @@ class SwaPaddedTailNotReset(Rule):
     not reported. A fill in a function whose padding branch resets the same object's
     location buffers is this shape's to report, once, at the branch.
 
+    **Padded rows that hold no sentinel** (I4, I12), read off the values:
+
+    - a padding step that writes another value than the SWA pool's padding slot (the
+      model's sentinel, slot 0 in SGLang) into an SWA write-location buffer: its tail
+      filled with it (`buf[n:].fill_(-1)`, `buf[n:] = -1`), the buffer allocated full of
+      it (`torch.full((n,), -1)`), a padding call's fill value
+      (`self._pad_tensor_to_size(self.out_cache_loc_swa, n, value=-1)`): `-1` indexes the
+      last SWA slot, a live one;
+    - rows left uninitialised: a tensor allocated without its rows being written
+      (`ids.new_empty(n)`, `torch.empty(n)`, `torch.empty_like(x)`) whose prefix alone
+      is then filled (`padded[: ids.shape[0]].copy_(ids)`), handed on as SWA write
+      locations (bound to one, copied into one) or returned by a padding helper (a
+      function named for padding or a sink): its padded rows hold whatever memory held,
+      slots of other requests. Followed through views, casts and the functions that
+      return it; reported at the allocation.
+
     ## Why is this bad?
     Padded slots of a replayed graph still run attention and still write K/V through the
     location buffers. Reset to 0, a padded token writes only to the sentinel slot; left
@@ -147,6 +172,25 @@ class SwaPaddedTailNotReset(Rule):
     )
 
     VALID = [
+        # A padding helper that pads with the sink (slot 0), and an uninitialised buffer
+        # written whole.
+        Valid(
+            """
+import torch
+
+
+def pad_with_sink(ids, n):
+    padded = ids.new_zeros(n)
+    padded[: ids.shape[0]].copy_(ids)
+    return padded
+
+
+def stage_swa_locs(out_cache_loc_swa, n):
+    swa_loc = torch.empty(n, dtype=torch.int64)
+    swa_loc.copy_(out_cache_loc_swa)
+    return swa_loc
+"""
+        ),
         # The backends' shape from SGLang 0.5.13: the tail reset unconditionally before
         # the live rows are copied in (capture writes zeros, replay the translation).
         Valid(
@@ -390,6 +434,65 @@ class Runner:
         ),
     ]
     INVALID = [
+        # Padded rows left uninitialised by a padding helper (a plan's sink padding made
+        # with `new_empty`): the rows past the ids hold whatever memory held.
+        Invalid(
+            """
+import torch
+
+
+def pad_swa_locs(swa_ids, n):
+    if swa_ids.shape[0] >= n:
+        return swa_ids
+    padded = swa_ids.new_empty(n)
+    padded[: swa_ids.shape[0]].copy_(swa_ids)
+    return padded
+""",
+            line=8,
+        ),
+        # The SWA write locations padded with -1, which indexes the last SWA slot.
+        Invalid(
+            """
+class ForwardBatch:
+    def prepare_padding(self, num_tokens):
+        self.out_cache_loc = self._pad_tensor_to_size(self.out_cache_loc, num_tokens)
+        self.out_cache_loc_swa = self._pad_tensor_to_size(
+            self.out_cache_loc_swa, num_tokens, value=-1
+        )
+""",
+            line=5,
+        ),
+        # A graph buffer's tail reset to -1 instead of the padding slot.
+        Invalid(
+            """
+import torch
+
+
+class TritonAttnBackend:
+    def init_cuda_graph_state(self, max_num_tokens):
+        self.cuda_graph_swa_out_cache_loc = torch.zeros(max_num_tokens, dtype=torch.int64)
+
+    def init_forward_metadata_out_graph(self, forward_batch):
+        n = forward_batch.out_cache_loc.shape[0]
+        self.cuda_graph_swa_out_cache_loc[n:].fill_(-1)
+        self.cuda_graph_swa_out_cache_loc[:n].copy_(forward_batch.out_cache_loc_swa)
+""",
+            line=11,
+        ),
+        # An uninitialised buffer whose prefix alone is filled, bound as the SWA locations.
+        Invalid(
+            """
+import torch
+
+
+class Runner:
+    def load(self, forward_batch, num_tokens):
+        swa = torch.empty(num_tokens, dtype=torch.int64, device=self.device)
+        swa[: forward_batch.num_real_tokens].copy_(forward_batch.out_cache_loc_swa)
+        self.input_buffers.out_cache_loc_swa = swa
+""",
+            line=7,
+        ),
         # The padding reset deleted from a backend's replay path (SGLang 0.5.13+ design):
         # the SWA write-location graph buffer keeps the previous replay's tail.
         Invalid(
@@ -908,6 +1011,61 @@ class Runner:
     # The fill or padding branch, and the class owning the buffers, are each a trigger block.
     region_safe = True
 
+    # -- padded rows that hold no sentinel (the semantic core) -------------------------
+
+    def check(self, unit: FileUnit) -> None:
+        reported: set[tuple[int, int]] = set()
+        sentinel = unit.model.sentinel
+        for function in unit.functions():
+            ctx = Ctx(function)
+            for event in function.facts.events:
+                for span, value, what in _padding_values(event, unit):
+                    if value == sentinel or (span.line, span.col) in reported:
+                        continue
+                    reported.add((span.line, span.col))
+                    self.report_span(
+                        span,
+                        f"padded rows of {what} hold {value}, not the padding slot "
+                        f"{sentinel}: {value} indexes {'the last' if value < 0 else 'a'} "
+                        "real SWA slot, so padded tokens write their K/V over a live "
+                        f"request's SWA KV; pad with {sentinel} (I12)",
+                    )
+            self._uninitialised(unit, function, ctx, reported)
+
+    def _uninitialised(
+        self, unit: FileUnit, function: Function, ctx: Ctx, reported: set[tuple[int, int]]
+    ) -> None:
+        values = unit.values
+        sinks = [(use.value, use.where) for use in role_uses(function, values) if use.role == WRITE]
+        sinks += [
+            (event.value, f"`{event.text}`")
+            for event in function.facts.events
+            if event.kind == FILL
+            and event.value is not None
+            and unit.model.swa_role(event.text.rsplit(".", 1)[-1]) == WRITE
+        ]
+        if words(function.facts.name) & _PADDING_WORDS and any(
+            words(p) & _ID_WORDS for p in function.facts.params
+        ):
+            # a padding helper of locations (``pad_with_sink(ids, n)``)
+            sinks.append((function.facts.returns, f"the result of `{function.facts.name}()`"))
+        for value, where in sinks:
+            allocation = uninitialised(value, ctx, values)
+            if allocation is None:
+                continue
+            event = decider(function, allocation)
+            span = event.span if event is not None else function.facts.span
+            if (span.line, span.col) in reported:
+                continue
+            reported.add((span.line, span.col))
+            self.report_span(
+                span,
+                f"padded rows of {where} are left uninitialised: this allocation's rows "
+                "past the written prefix hold whatever memory held, slots of other "
+                "requests, so padded tokens write their K/V over live SWA KV; allocate "
+                "with the padding slot (`new_zeros`, `torch.zeros`) (I4)",
+            )
+
     @classmethod
     def triggers(cls, config: Config) -> frozenset[Trigger] | None:
         """A marked size word with a location word, or ``swa_``/``_swa`` (default names),
@@ -1202,3 +1360,41 @@ def _reaches(cfg: CFG, start: int, target: int, avoiding: set[int]) -> bool:
                 seen.add(nxt)
                 stack.append(nxt)
     return False
+
+
+_PADDING_WORDS = frozenset({"pad", "padded", "padding"})
+# A padding helper's parameter that is a location: ``ids``, ``loc``, ``indices``, ``slots``.
+_ID_WORDS = frozenset({"ids", "loc", "locs", "slot", "slots", "indices"})
+
+
+def _padding_values(event: Event, unit: FileUnit) -> list[tuple[Span, int, str]]:
+    """The constants a padding step writes into SWA write locations at ``event``."""
+    model = unit.model
+    found: list[tuple[Span, int, str]] = []
+    if event.kind == FILL and event.text:
+        name = event.text.rsplit(".", 1)[-1]
+        region = event.region
+        tail = region == "all" or (
+            isinstance(region, Slice) and region.lower is not None and region.upper is None
+        )
+        value = constant(event.value)
+        if model.swa_role(name) == WRITE and tail and value is not None:
+            found.append((event.span, value, f"`{event.text}`"))
+    elif event.kind == BIND and event.text and event.value is not None:
+        name = event.text.rsplit(".", 1)[-1]
+        value = full_value(event.value)
+        if model.swa_role(name) == WRITE and value is not None:
+            found.append((event.span, value, f"`{event.text}`"))
+    elif event.kind == CALL and isinstance(event.value, Call):
+        call = event.value
+        func = call.func
+        callee = func.name if isinstance(func, Attr | Global) else ""
+        if words(callee.rsplit(".", 1)[-1]) & _PADDING_WORDS:
+            padded = [n for n in event.names if n is not None]
+            value = constant(
+                call.keyword("value") or call.keyword("fill_value") or call.keyword("pad_value")
+            )
+            for name, _ in padded[:1]:
+                if model.swa_role(name.rsplit(".", 1)[-1]) == WRITE and value is not None:
+                    found.append((event.span, value, f"`{name}`"))
+    return found

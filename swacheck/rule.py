@@ -96,7 +96,14 @@ class Rule(cst.BatchableCSTVisitor):
         self.findings: list[Finding] = []
 
     def check(self, unit: FileUnit) -> None:
-        """A semantic rule's query over one file (:attr:`semantic` rules override it)."""
+        """A rule's query over one file's semantic facts: the whole of a
+        :attr:`semantic` rule; a visitor rule overrides it for the part of its idea
+        already moved onto the semantic core (run after its walk)."""
+
+    @classmethod
+    def queries(cls) -> bool:
+        """Whether the rule reads the semantic core (is semantic, or adds a query)."""
+        return cls.semantic or cls.check is not Rule.check
 
     # -- what the engine asks of a rule class ------------------------------------------
 

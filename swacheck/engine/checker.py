@@ -9,8 +9,9 @@ file holding SWA010's graph words is not walked by SWA009 for SWA names it lacks
 from __future__ import annotations
 
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from swacheck.analysis.index import ModuleFacts, ProjectIndex, index_module
 from swacheck.analysis.names import Names
@@ -24,6 +25,9 @@ from swacheck.engine.selection import ignored_for_path, is_fixable, is_ignored
 from swacheck.finding import UNUSED_NOQA_CODE, Finding
 from swacheck.rule import Rule
 from swacheck.triggers import FileText, compiled
+
+if TYPE_CHECKING:
+    from swacheck.semantics.unit import FileUnit
 
 
 @dataclass
@@ -58,7 +62,7 @@ def collect_facts(
     summaries = any(rule.needs_skeletons(context) for rule in rules)
     rules = _applies(rules, parsed, config)
     semantic = None
-    if any(rule.semantic for rule in rules):
+    if any(rule.queries() for rule in rules):
         from swacheck.semantics.model import model_for
         from swacheck.semantics.unit import file_facts
 
@@ -169,9 +173,14 @@ def _run(
     and its error recorded in ``outcome``."""
     queries = [rule for rule in active if rule.semantic]
     active = [rule for rule in active if not rule.semantic]
-    found: list[Rule] = []
-    if queries:
-        found = _queries(path, parsed, queries, config, project, outcome, fresh)
+    units: list[FileUnit | None] = []
+
+    def unit() -> FileUnit | None:
+        if not units:
+            units.append(_unit(path, parsed, config, project, fresh))
+        return units[0]
+
+    found = _queries(unit, queries, outcome) if queries else []
     context = _context(path, parsed, config, project)
     # The first pass's layout where the tree kept it (``units.keep_for_check``); one laid
     # out here lasts only for this walk (the tree may stay, for a fix, with many others).
@@ -191,41 +200,49 @@ def _run(
                     outcome.errors.append(_describe(rule, exc))
                     continue
                 visitors.append(single)
+    # a visitor rule's queries (the part of its idea on the semantic core)
+    for visitor in visitors:
+        if type(visitor).queries() and unit() is not None:
+            try:
+                visitor.check(unit())  # type: ignore[arg-type]
+            except (Exception, RecursionError) as exc:
+                outcome.errors.append(_describe(type(visitor), exc))
     return found + visitors
 
 
-def _queries(
-    path: str,
-    parsed: Parsed,
-    rules: Sequence[type[Rule]],
-    config: Config,
-    project: ProjectIndex,
-    outcome: CheckOutcome,
-    fresh: bool,
-) -> list[Rule]:
-    """The semantic rules' checks of one file (``fresh``: its text is not what the first
-    pass saw, a fix's); a rule that raises is left out and its error recorded in
-    ``outcome``."""
+def _unit(
+    path: str, parsed: Parsed, config: Config, project: ProjectIndex, fresh: bool
+) -> FileUnit | None:
+    """One file's view of the project's semantic analysis (``fresh``: its text is not
+    what the first pass saw, a fix's: its facts are made anew, in the project)."""
     from swacheck.semantics.unit import Analysis, FileUnit, file_facts
 
     facts = project.modules.get(path)
     module = facts.semantic if facts is not None else None
     analysis = project.semantic(config)
     if module is None or fresh:
-        # a file the first pass did not see as it is now (a fix's re-check): the project
-        # with this file's new facts in place
         try:
             module = file_facts(path, parsed.text.encode("utf-8", "surrogatepass"), analysis.model)
         except (SyntaxError, ValueError):
-            return []
+            return None
         others = [m.semantic for p, m in project.modules.items() if p != path and m.semantic]
         analysis = Analysis([*others, module], config)
-    unit = FileUnit(path, module, analysis, None if parsed.partial else parsed.text)
+    return FileUnit(path, module, analysis, None if parsed.partial else parsed.text)
+
+
+def _queries(
+    unit: Callable[[], FileUnit | None], rules: Sequence[type[Rule]], outcome: CheckOutcome
+) -> list[Rule]:
+    """The semantic rules' checks of one file; a rule that raises is left out and its
+    error recorded in ``outcome``."""
+    found = unit()
+    if found is None:
+        return []
     done = []
     for rule in rules:
-        query = rule(unit)
+        query = rule(found)
         try:
-            query.check(unit)
+            query.check(found)
         except (Exception, RecursionError) as exc:
             outcome.errors.append(_describe(rule, exc))
             continue
