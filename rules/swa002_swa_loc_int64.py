@@ -20,7 +20,7 @@ from swacheck.semantics.dtypes import (
     decider,
 )
 from swacheck.semantics.function import CALL, Span
-from swacheck.semantics.model import SWA, WRITE, location_triggers, model_for, words
+from swacheck.semantics.model import SWA, WRITE, all_models, location_triggers, words
 from swacheck.semantics.project import Function
 from swacheck.semantics.terms import Call, consistent
 from swacheck.semantics.unit import FileUnit
@@ -715,7 +715,7 @@ self.swa_loc = loc.long()
         ``swa-loc-pattern`` has no known fixed part: no prefilter."""
         if config.swa_loc_pattern != DEFAULT_SWA_LOC_PATTERN:
             return None
-        return location_triggers(model_for(config))
+        return location_triggers(all_models(config))
 
     def check(self, unit: FileUnit) -> None:
         conventions = _conventions(unit)

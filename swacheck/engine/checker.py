@@ -63,11 +63,12 @@ def collect_facts(
     rules = _applies(rules, parsed, config)
     semantic = None
     if any(rule.queries() for rule in rules):
-        from swacheck.semantics.model import model_for
+        from swacheck.semantics.model import engine_of, model_for
         from swacheck.semantics.unit import file_facts
 
         try:
-            semantic = file_facts(path, data or parsed.text.encode("utf-8"), model_for(config))
+            model = model_for(config, engine_of(path))
+            semantic = file_facts(path, data or parsed.text.encode("utf-8"), model)
         except (SyntaxError, ValueError):
             semantic = None  # CPython does not read it (a Python 2 file libcst does read)
     try:

@@ -202,6 +202,15 @@ class Conventions:
         if era is not None:
             why = f"{noun(role)} are torch.{era.write_dtype} in {era.name}"
             return Convention(era.write_dtype, why)
+        named = sorted(
+            (loc.name, loc.dtype)
+            for loc in self.model.locations.values()
+            if loc.role == role and loc.dtype
+        )
+        if named and len({dtype for _, dtype in named}) == 1:
+            names = ", ".join(f"`{name}`" for name, _ in named)
+            why = f"{self.model.engines[0]}'s kernels take torch.{named[0][1]} for {names}"
+            return Convention(named[0][1], why)
         levels: list[tuple[str, list[Evidence]]] = [
             ("file", self._file(module, role, frozenset({CAST, ASSERTED})))
         ]

@@ -273,7 +273,8 @@ class Dtypes:
         if isinstance(func, Lambda):
             return ()
         out: list[Decision] = []
-        for callee, inner in self.values.callees(term, ctx):
+        callees = self.values.callees(term, ctx)
+        for callee, inner in callees:
             for d in self.of(callee.facts.returns, inner):
                 out.append(
                     Decision(
@@ -287,6 +288,11 @@ class Dtypes:
                         (callee.facts.name, *d.via),
                     )
                 )
+        dtype = term.keyword("dtype")
+        if not out and dtype is not None:
+            # a helper or holder given the dtype of what it allocates
+            # (``self._make_buffer(n, dtype=torch.int32)``)
+            return self._allocation(dtype, term, ctx, ALLOCATION)
         return tuple(out)
 
     def _allocation(self, dtype: Term, call: Term, ctx: Ctx, kind: str) -> tuple[Decision, ...]:

@@ -87,6 +87,16 @@ class PoolMethod:
 
 
 @dataclass(frozen=True)
+class Location:
+    """A location an engine names without the word ``swa`` (vLLM's ``slot_mapping``):
+    its role, the dtype its consumers take."""
+
+    name: str
+    role: str
+    dtype: str | None = None
+
+
+@dataclass(frozen=True)
 class Era:
     """A design era the code does not state its conventions in: recognised by what the
     project defines (``defines``: a configured name list, such as ``invalidate-methods``),
@@ -107,6 +117,13 @@ class Model:
     fills: Mapping[str, BufferFill] = field(default_factory=dict)
     pool_methods: Mapping[str, PoolMethod] = field(default_factory=dict)
     eras: tuple[Era, ...] = ()
+    locations: Mapping[str, Location] = field(default_factory=dict)
+    # Python indexing with a padded location wraps its negative sentinel: clamp first.
+    clamp_before_indexing: bool = False
+    # Where the forward's padded locations are read: objects whose location fields hold
+    # them (by a word of their name), methods whose location parameters are handed them.
+    padded_objects: frozenset[str] = frozenset()
+    padded_parameters: frozenset[str] = frozenset()
     space_constants: Mapping[str, str] = field(default_factory=dict)
     mode_flag_pattern: str = r"(?!)"
     mode_classes: frozenset[str] = frozenset()
@@ -153,6 +170,12 @@ class Model:
             return PAGE_TABLE
         return None
 
+    def location_role(self, name: str) -> str | None:
+        """The role of any location by name: an SWA one's (:meth:`swa_role`), or one the
+        model names (``slot_mapping``)."""
+        known = self.locations.get(name)
+        return known.role if known is not None else self.swa_role(name)
+
     def full_role(self, name: str) -> str | None:
         """The role of a full-pool location by name (``full_loc``, ``full_indices``,
         ``window_kv_indices_full``), or ``None``."""
@@ -184,6 +207,7 @@ class Model:
             *self.translators,
             *self.fills,
             *(c.split(".", 1)[0] for c in self.space_constants),
+            *self.locations,
         }
         return re.compile(
             r"(?<![A-Za-z0-9])swa(?![a-z0-9])|_swa|SWA|sliding_window|window_kv|full_to_swa|"
@@ -223,7 +247,7 @@ class Model:
         return self.translators.get(method)
 
 
-def location_triggers(model: Model) -> frozenset[Trigger]:
+def location_triggers(model: Model | list[Model]) -> frozenset[Trigger]:
     """Text a file must hold to name a location of either side or a space: the word
     ``swa`` (``swa_out_cache_loc``, ``SWAKVPool``), ``window`` with an index or table
     word (``window_kv_indices``; not ``window_size``), the full->SWA table
@@ -236,9 +260,11 @@ def location_triggers(model: Model) -> frozenset[Trigger]:
         "full_to_swa",
         all_of({word("window")}, {"_index", "index_", "_indices", "indices_", "_table", "table_"}),
     }
-    found.update(model.mapping_attributes)
-    found.update(model.translate_methods)
-    found.update(name.split(".", 1)[0] for name in model.space_constants)
+    for each in model if isinstance(model, list) else [model]:
+        found.update(each.mapping_attributes)
+        found.update(each.translate_methods)
+        found.update(name.split(".", 1)[0] for name in each.space_constants)
+        found.update(word(name) for name in each.locations)
     return frozenset(found)
 
 
@@ -248,6 +274,10 @@ def _load(files: Iterable[Mapping[str, Any]], config: Any) -> Model:
     fills: dict[str, BufferFill] = {}
     pool_methods: dict[str, PoolMethod] = {}
     eras: list[Era] = []
+    locations: dict[str, Location] = {}
+    clamp = False
+    padded_objects: set[str] = set()
+    padded_parameters: set[str] = set()
     constants: dict[str, str] = {}
     classes: set[str] = set()
     flags: list[str] = []
@@ -284,6 +314,12 @@ def _load(files: Iterable[Mapping[str, Any]], config: Any) -> Model:
             pool_methods[entry["method"]] = PoolMethod(
                 entry["method"], tuple(entry.get("locations", ())), tuple(entry.get("keywords", ()))
             )
+        for entry in data.get("locations", []):
+            locations[entry["name"]] = Location(entry["name"], entry["role"], entry.get("dtype"))
+        padding = data.get("padding", {})
+        clamp = clamp or padding.get("clamp-before-indexing", False)
+        padded_objects.update(padding.get("padded-objects", ()))
+        padded_parameters.update(padding.get("padded-parameters", ()))
         for entry in data.get("eras", []):
             eras.append(Era(entry["name"], entry["defines"], entry["write-dtype"]))
         constants.update(data.get("space-constants", {}))
@@ -301,6 +337,10 @@ def _load(files: Iterable[Mapping[str, Any]], config: Any) -> Model:
         fills=fills,
         pool_methods=pool_methods,
         eras=tuple(eras),
+        locations=locations,
+        clamp_before_indexing=clamp,
+        padded_objects=frozenset(padded_objects),
+        padded_parameters=frozenset(padded_parameters),
         space_constants=constants,
         mode_flag_pattern="|".join(f"(?:{f})" for f in flags) or r"(?!)",
         mode_classes=frozenset(classes),
@@ -331,11 +371,28 @@ def builtin_models() -> list[dict[str, Any]]:
 
 
 _MODELS: dict[Any, Model] = {}
+DEFAULT_ENGINE = "sglang"
 
 
-def model_for(config: Any) -> Model:
-    """The model an audit under ``config`` uses (memoised per configuration)."""
+def engines() -> dict[str, list[str]]:
+    """Each engine's top-level packages, from the model files."""
+    return {data["engine"]: list(data.get("packages", ())) for data in builtin_models()}
+
+
+def engine_of(path: str) -> str:
+    """The engine a file belongs to: the model whose package its path starts with (its
+    first folder: ``vllm/v1/...``), else the default engine's."""
+    head = path.replace("\\", "/").lstrip("./").split("/", 1)[0]
+    for engine, packages in engines().items():
+        if head in packages:
+            return engine
+    return DEFAULT_ENGINE
+
+
+def model_for(config: Any, engine: str = DEFAULT_ENGINE) -> Model:
+    """The model of ``engine`` an audit under ``config`` uses (memoised)."""
     key = (
+        engine,
         tuple(config.mapping_attributes),
         tuple(config.invalidate_methods),
         tuple(config.translate_methods),
@@ -343,5 +400,11 @@ def model_for(config: Any) -> Model:
     )
     model = _MODELS.get(key)
     if model is None:
-        model = _MODELS[key] = _load(builtin_models(), config)
+        files = [d for d in builtin_models() if d.get("engine", DEFAULT_ENGINE) == engine]
+        model = _MODELS[key] = _load(files or builtin_models()[:1], config)
     return model
+
+
+def all_models(config: Any) -> list[Model]:
+    """Every engine's model (a prefilter must hold for any of them)."""
+    return [model_for(config, engine) for engine in engines()]

@@ -17,7 +17,7 @@ import tokenize
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from swacheck.semantics.model import Model, model_for
+from swacheck.semantics.model import DEFAULT_ENGINE, Model, engine_of, model_for
 from swacheck.semantics.module import ModuleFacts, module_facts
 from swacheck.semantics.project import Function, Project
 from swacheck.semantics.values import Values
@@ -46,7 +46,11 @@ class Analysis:
 
     def __init__(self, modules: Iterable[ModuleFacts], config: object) -> None:
         self.config = config
-        self.model: Model = model_for(config)
+        modules = list(modules)
+        engine = next(
+            (e for m in modules if (e := engine_of(m.path)) != DEFAULT_ENGINE), DEFAULT_ENGINE
+        )
+        self.model: Model = model_for(config, engine)
         self.project = Project(modules)
         self.values = Values(self.project, self.model)
 

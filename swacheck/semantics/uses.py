@@ -93,8 +93,11 @@ def _written(event: Event) -> str:
     return event.text or render(event.target) if event.target is not None else event.text
 
 
-def _named(model: Model, name: str) -> tuple[str, str | None] | None:
-    role = model.swa_role(name)
+def _named(model: Model, name: str, engine_names: bool = True) -> tuple[str, str | None] | None:
+    """The side and role a location's name states. The engine's own location names
+    (``slot_mapping``) count for what is bound to them (``engine_names``), not for a
+    callee's keywords and parameters, where such a name is too common to trust."""
+    role = model.location_role(name) if engine_names else model.swa_role(name)
     if role is not None:
         return SWA, role
     role = model.full_role(name)
@@ -218,7 +221,7 @@ def _call(event: Event, call: Call, values: Values, ctx: Ctx) -> Iterator[Use]:
             yield from _mapping_entries(event, arg, model)
     # keywords named for a side: KVWriteLoc(loc, swa_loc=...), build(..., full_loc=...)
     for keyword, value in call.kwargs:
-        named = _named(model, keyword)
+        named = _named(model, keyword, engine_names=False)
         if named is not None and not isinstance(value, Const):
             yield Use(event, value, named[0], named[1], f"`{keyword}=`", slot=keyword)
     if isinstance(func, Attr):
@@ -247,7 +250,7 @@ def _call(event: Event, call: Call, values: Values, ctx: Ctx) -> Iterator[Use]:
                 continue
             if any(k == param for k, _ in call.kwargs):
                 continue  # checked as a keyword above
-            named = _named(model, param)
+            named = _named(model, param, engine_names=False)
             if named is not None:
                 yield Use(
                     event,

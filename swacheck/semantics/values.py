@@ -310,6 +310,23 @@ class Values:
                 bindings.append((name, value, ctx))
         return Ctx(callee, tuple(bindings), ctx.depth + 1)
 
+    def callers(self, function: Function) -> list[tuple[Function, Ctx]]:
+        """Every call of ``function`` in the project, as the callee context it reads its
+        parameters in (its arguments bound). Indexed once, on the first question."""
+        memo = self._memo
+        key = ("callers-index", Global(""), None)
+        index = memo.get(key)  # type: ignore[arg-type]
+        if index is None:
+            index = {}
+            for caller in self.project.functions.values():
+                ctx = Ctx(caller)
+                for event in caller.facts.events:
+                    if event.kind == CALL and isinstance(event.value, Call):
+                        for callee, inner in self.callees(event.value, ctx):
+                            index.setdefault(callee.qual, []).append((caller, inner))
+            memo[key] = index  # type: ignore[index]
+        return index.get(function.qual, [])  # type: ignore[union-attr]
+
     def returned(self, call: Call, ctx: Ctx) -> list[tuple[Term, Ctx]]:
         """The values the functions ``call`` runs return, each in its callee context."""
         return [(callee.facts.returns, inner) for callee, inner in self.callees(call, ctx)]
