@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -136,6 +137,39 @@ def test_invalid_gitignore_lines_are_skipped_and_reported(cli: Cli, tmp_path: Pa
     assert proc.stdout.splitlines()[1] == "Found 1 finding."
     for number, pattern in ((1, "'!'"), (2, "'\\\\'"), (3, "'[z-a]'")):
         assert f".gitignore: line {number}: invalid pattern {pattern} skipped" in proc.stderr
+
+
+@pytest.fixture
+def deep_tree(tmp_path: Path) -> Iterator[Path]:
+    """The bottom of a chain of 1,500 folders below ``tmp_path``, removed afterwards
+    bottom-up: ``shutil.rmtree`` (pytest's clean-up of old temporary folders) recurses
+    per level and would fail on it in every later session."""
+    deep = tmp_path
+    for _ in range(1500):  # os.makedirs recurses per level too
+        deep = deep / "d"
+        deep.mkdir()
+    try:
+        yield deep
+    finally:
+        while deep != tmp_path:
+            for entry in deep.iterdir():
+                entry.unlink()
+            deep.rmdir()
+            deep = deep.parent
+
+
+def test_a_tree_1500_folders_deep_is_walked(cli: Cli, tmp_path: Path, deep_tree: Path) -> None:
+    """Discovery recursed once per folder (through the ``.gitignore`` chain's generators)
+    and a tree ~1,000 deep ended the audit with ``RecursionError``: no findings at all."""
+    (tmp_path / ".git").mkdir()
+    write(tmp_path / ".gitignore", "generated_*.py\n")
+    write(deep_tree / "bufs.py", INT64_SWA)
+    write(deep_tree / "generated_bufs.py", INT64_SWA)
+    write(deep_tree / ".gitignore", "other.py\n")
+    found = cli.json(timeout=60)
+    assert _names(found, tmp_path) == [f"{'d/' * 1500}bufs.py"]
+    given = cli.json("--no-cache", str(deep_tree / "bufs.py"), timeout=60)
+    assert [f["code"] for f in given] == ["SWA002"]
 
 
 # [tool.swacheck] body -> what the error must name: the key, and the reason.
