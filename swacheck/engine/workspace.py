@@ -33,11 +33,9 @@ which audits of an editor's documents never hit.
 
 from __future__ import annotations
 
-import io
 import os
 import re
 import time
-import tokenize
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -55,6 +53,7 @@ from swacheck.engine.cache import (
     result_cache,
 )
 from swacheck.engine.codes import ENGINE_CODES
+from swacheck.engine.decoding import UndecodableSource, source_encoding
 from swacheck.engine.facts_store import FactsRecord, FactsStore
 from swacheck.engine.fixer import ChangedOnDisk, fixable, write_atomic
 from swacheck.engine.gc_pause import gc_paused
@@ -210,9 +209,8 @@ def _document_bytes(text: str | bytes) -> bytes:
     except UnicodeEncodeError:  # a surrogate that escapes no byte
         data = text.encode("utf-8", "surrogatepass")
     try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-        return text.encode("utf-8" if encoding == "utf-8-sig" else encoding)
-    except (SyntaxError, LookupError, UnicodeEncodeError):
+        return text.encode(source_encoding(data))
+    except (UndecodableSource, LookupError, UnicodeEncodeError):
         return data
 
 
