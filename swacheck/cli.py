@@ -228,6 +228,7 @@ def _configuration(args: argparse.Namespace, paths: Sequence[Path]) -> Config:
             overrides.update(parse_override(value))
     if len(files) > 1:
         raise ConfigError(f"--config: one configuration file at most, got {len(files)}")
+    args.overridden = frozenset(overrides)
     if "cache-dir" in overrides and args.cache_dir is None:
         # The user's own say, as --cache-dir: it may lie outside the project.
         args.cache_dir = Path(overrides["cache-dir"])
@@ -264,7 +265,9 @@ def _audit(args: argparse.Namespace) -> int:
     config = _configuration(args, paths)
     cache = None if args.no_cache else result_cache(config, args.cache_dir)
     specs = catalogue(config, cache)
-    selection = select(specs, config, args.select, args.ignore, args.extend_select)
+    selection = select(
+        specs, config, args.select, args.ignore, args.extend_select, overridden=args.overridden
+    )
     if args.show_settings:
         return _show_settings(config, paths, selection, args.cache_dir)
     baseline = Baseline.load(args.baseline) if args.baseline and not args.write_baseline else None

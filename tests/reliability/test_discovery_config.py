@@ -213,6 +213,24 @@ BAD_CONFIGS = {
     "memory-huge": ("max-file-memory = 9000000000000", "max-file-memory", "up to"),
     "malformed": ("[tool.swacheck", "pyproject.toml", "not valid TOML"),
     "duplicate-key": ("select = []\nselect = []", "pyproject.toml", "not valid TOML"),
+    # What tomllib and re raise besides their own errors (each was a traceback, exit 1).
+    "deep-arrays": ("select = " + "[" * 600 + "]" * 600, "pyproject.toml", "nested too deeply"),
+    "deep-inline-tables": (
+        "per-file-ignores = " + "{a = " * 600 + "1" + "}" * 600,
+        "pyproject.toml",
+        "nested too deeply",
+    ),
+    "huge-integer": ("max-file-size = " + "1" * 5000, "pyproject.toml", "Exceeds the limit"),
+    "regex-too-deep": (
+        "swa-loc-pattern = '" + "(" * 1000 + ")" * 1000 + "'",
+        "swa-loc-pattern",
+        "not a valid regular expression",
+    ),
+    "regex-huge-repeat": (
+        "swa-loc-pattern = 'a{99999999999}'",
+        "swa-loc-pattern",
+        "not a valid regular expression: the repetition number is too large",
+    ),
 }
 
 
@@ -228,6 +246,25 @@ def test_bad_configuration_exits_2_naming_key_and_reason(
     error = capsys.readouterr().err
     assert "configuration error" in error
     assert key in error and reason in error, error
+    assert str(tmp_path / "pyproject.toml") in error, error
+    assert len(error) < 2000, "no value is shown whole"
+
+
+@pytest.mark.parametrize(
+    ("override", "reason"),
+    [
+        ("select = " + "[" * 600 + "]" * 600, "nested too deeply"),
+        ("max-file-size = " + "1" * 5000, "Exceeds the limit"),
+        ("swa-loc-pattern = '" + "(" * 1000 + ")" * 1000 + "'", "not a valid regular expression"),
+    ],
+)
+def test_bad_configuration_overrides_exit_2(
+    override: str, reason: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(tmp_path)
+    assert main(["audit", "--no-cache", "--config", override, "."]) == 2
+    error = capsys.readouterr().err
+    assert "configuration error: --config" in error and reason in error
 
 
 @pytest.mark.parametrize(
