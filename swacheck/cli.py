@@ -489,7 +489,7 @@ def _show_settings(
     print(f"Settings path: {config.source or 'none (defaults)'}")
     print(f"Project root: {root or 'none (only the given files are the context)'}")
     cache = result_cache(config, cache_dir)
-    print(f"Cache folder: {cache.folder or f'none ({cache.problem})'}")
+    print(f"Cache folder: {cache.folder if cache.usable() else f'none ({cache.problem})'}")
     print()
     print("[tool.swacheck]")
     for field in fields(config):
