@@ -60,6 +60,7 @@ from typing import Any
 
 from swacheck import __version__
 from swacheck.config import Config
+from swacheck.files import read_regular
 
 _GITIGNORE = "# Automatically created by swacheck.\n*\n"
 # The entries' layout: part of every signature, so an entry of another layout is a miss.
@@ -125,25 +126,58 @@ def _key_path() -> Path:
     return base / "swacheck" / "cache-key"
 
 
-@functools.cache
-def _secret() -> bytes | None:
-    """This user's cache-signing key, created on first use; ``None`` if it cannot be."""
-    path = _key_path()
-    with contextlib.suppress(OSError):
-        return path.read_bytes()[:_MAC_SIZE] or None
+def _read_key(path: Path) -> bytes | None:
+    """The key in ``path`` if it holds a whole one (a regular file, not blocking on a
+    FIFO); ``None`` if it is missing, empty, short or cannot be read."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(secrets.token_bytes(_MAC_SIZE))
-        return path.read_bytes()[:_MAC_SIZE]
+        data = read_regular(path, 1 << 16).data
     except OSError:
         return None
+    return data[:_MAC_SIZE] if data is not None and len(data) >= _MAC_SIZE else None
+
+
+@functools.cache
+def _secret() -> tuple[bytes | None, str]:
+    """This user's cache-signing key and, if there is none, why the cache is off.
+
+    Made on first use; a key file that is empty or short (a full disk, a truncation) or
+    that cannot be read is replaced by a new one: before, a 0-byte key turned the cache
+    off for good without a word. A new key is made whole beside the file and linked in
+    (renamed over a bad one), so a concurrent first use reads either key, never half.
+    """
+    path = _key_path()
+    key = _read_key(path)
+    if key is not None:
+        return key, ""
+    temporary = path.with_name(f".cache-key.{secrets.token_hex(8)}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
+        fd = os.open(temporary, flags, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(secrets.token_bytes(_MAC_SIZE))
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(temporary, path)  # where there is none: the first to link wins
+        except FileExistsError:
+            if _read_key(path) is None:
+                os.replace(temporary, path)
+        key = _read_key(path)
+        if key is not None:
+            return key, ""
+        reason = "it cannot be read back"
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+    return None, f"the cache is off: its signing key {path} cannot be made ({reason})"
 
 
 def _mac(key: str, payload: bytes) -> bytes:
     """The entry ``key``'s signature of ``payload``: the format and the key are signed too."""
-    secret = _secret()
+    secret, _ = _secret()
     assert secret is not None
     signed = hmac.new(secret, f"{FORMAT}\0{key}\0".encode(), hashlib.sha256)
     signed.update(payload)
@@ -461,15 +495,25 @@ class ResultCache:
         return folder
 
     def usable(self) -> bool:
-        """Whether the folder, if it exists, is not refused; :attr:`problem` says why."""
+        """Whether entries can be read and written: the key is there (or made) and the
+        folder, if it exists, is not refused; :attr:`problem` says why not."""
+        if not self._keyed():
+            return False
         folder = self._open(create=False)
         _close(folder)
         return self.location is not None
 
+    def _keyed(self) -> bool:
+        """Whether this user's signing key is there; :attr:`problem` says why not."""
+        secret, reason = _secret()
+        if secret is None:
+            self.problem = self.problem or reason
+        return secret is not None
+
     def get(self, key: str) -> Any | None:
-        if self.read_only and not _key_path().is_file():
-            return None  # no key: nothing was written that could be read
-        if _secret() is None:
+        if self.read_only and _read_key(_key_path()) is None:
+            return None  # no key: nothing was written that could be read, and none is made
+        if not self._keyed():
             return None
         folder = self._open(create=False)
         if folder is None:
@@ -494,7 +538,7 @@ class ResultCache:
             _close(folder)
 
     def put(self, key: str, value: Any) -> None:
-        if self.read_only or _secret() is None:
+        if self.read_only or not self._keyed():
             return
         folder = self._open(create=True)
         if folder is None:

@@ -388,6 +388,38 @@ def test_a_gitignore_goes_only_into_a_folder_the_cache_made(swacheck, tmp_path: 
     assert (made / "CACHEDIR.TAG").is_file() and set(before) <= set(entries(made))
 
 
+def test_an_empty_or_unreadable_cache_key_is_made_anew(
+    swacheck, tmp_path: Path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """A 0-byte key (a full disk, a truncation) turned the cache off for good and said
+    nothing; ``--show-settings`` still named the cache folder."""
+    project = tmp_path / "project"
+    write(project / "bufs.py", INT64_SWA)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    key = tmp_path / "xdg" / "swacheck" / "cache-key"
+    key.parent.mkdir(parents=True)
+    run = swacheck.__class__(project)
+    for broken in (b"", b"short"):
+        key.write_bytes(broken)
+        shutil.rmtree(project / ".swacheck_cache", ignore_errors=True)
+        proc = run("audit", check_rc=1)
+        assert "cache" not in proc.stderr
+        assert len(key.read_bytes()) == 32 and key.stat().st_mode & 0o777 == 0o600
+        assert entries(project / ".swacheck_cache"), "the cache is on"
+    key.unlink()
+    os.mkfifo(key)  # unreadable (and a read would block): replaced too
+    assert codes_found(run) == ["bufs.py:SWA002"]
+    assert key.is_file() and len(key.read_bytes()) == 32
+    key.unlink()
+    key.mkdir()  # cannot be replaced: the run says so, once
+    shutil.rmtree(project / ".swacheck_cache")
+    proc = run("audit", check_rc=1)
+    assert proc.stderr.count(f"the cache is off: its signing key {key} cannot be made") == 1
+    assert not (project / ".swacheck_cache").exists()
+    settings = run("audit", "--show-settings").stdout
+    assert f"Cache folder: none (the cache is off: its signing key {key}" in settings
+
+
 # -- the cache survives what its entries do not depend on (issue 26) ----------------------
 
 # ``swacheck audit`` counting libcst's parses (``--jobs 1``: all of them in this process).
