@@ -363,6 +363,40 @@ def test_bad_class_spec_under_a_marker_only_session_ends_it(declared: pytest.Pyt
     assert output.count("no_such_engine:Runner: cannot import no_such_engine") == 1
 
 
+@pytest.mark.parametrize(
+    ("body", "raised"),
+    [
+        ("import sys\nsys.exit('no GPU here')\n", "SystemExit: no GPU here"),
+        ("raise RuntimeError('CUDA is not available')\n", "RuntimeError: CUDA is not available"),
+        ("raise KeyError('device')\n", "KeyError: 'device'"),
+        ("def __getattr__(name):\n    raise RuntimeError('lazy load failed')\n", "reading"),
+    ],
+)
+@pytest.mark.parametrize("sanitizing", ["option", "marker"])
+def test_a_class_whose_module_fails_is_one_usage_error(
+    pytester: pytest.Pytester, body: str, raised: str, sanitizing: str
+) -> None:
+    """A module named in the ini option that raises at import (``SystemExit`` included)
+    or whose attribute cannot be read was a pytest INTERNALERROR (exit 3): now one usage
+    error (exit 4) naming the class and what was raised, at start-up or at the first
+    sanitized test."""
+    pytester.makepyfile(broken_engine=body)
+    pytester.syspathinsert()
+    pytester.makeini("[pytest]\nswa_sanitize_classes = broken_engine:Pool\n")
+    marker = "@pytest.mark.swa_sanitize\n" if sanitizing == "marker" else ""
+    pytester.makepyfile(
+        test_two=f"import pytest\n\n\n{marker}def test_one():\n    pass\n\n\n"
+        f"{marker}def test_two():\n    pass\n"
+    )
+    args = ["--swa-sanitize=fast"] if sanitizing == "option" else []
+    result = pytester.runpytest_subprocess(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    output = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in output and "Traceback" not in output
+    assert output.count("swa_sanitize_classes: broken_engine:Pool: ") == 1, output
+    assert raised in output
+
+
 def test_roles_spelled_for_the_help_text_are_the_runtime_ones() -> None:
     from swacheck import pytest_plugin
     from swacheck.runtime import class_spec
