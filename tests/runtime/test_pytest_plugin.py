@@ -397,6 +397,49 @@ def test_a_class_whose_module_fails_is_one_usage_error(
     assert raised in output
 
 
+@pytest.mark.parametrize(
+    ("marker", "complaint"),
+    [
+        ('level="fast", action="explode"', "action='explode': expected one of raise, log"),
+        ('level="slow"', "level='slow': expected one of off, fast, full"),
+        ('"slow"', "level='slow': expected one of off, fast, full"),
+        ('levle="fast"', "unknown argument 'levle' (it takes level= and action=)"),
+        ('"fast", "raise"', "takes level as its one positional argument, got 2"),
+        ('"fast", level="full"', "level given twice"),
+    ],
+)
+def test_a_bad_marker_is_a_usage_error_naming_its_argument(
+    pytester: pytest.Pytester, marker: str, complaint: str
+) -> None:
+    """``@pytest.mark.swa_sanitize(level="fast", action="explode")`` blamed ``level`` and
+    was an error in its test (exit 1): each marker is checked at collection, and a bad one
+    ends the session before any test runs (exit 4), naming the test and the argument."""
+    pytester.makepyfile(
+        test_marks=f"import pytest\n\n\n@pytest.mark.swa_sanitize({marker})\n"
+        "def test_marked():\n    pass\n\n\ndef test_plain():\n    pass\n"
+    )
+    result = pytester.runpytest_subprocess()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [f"ERROR: test_marks.py::test_marked: @pytest.mark.swa_sanitize: {complaint}*"]
+    )
+    assert "passed" not in result.stdout.str()
+
+
+def test_a_bad_marker_is_a_usage_error_under_xdist(pytester: pytest.Pytester) -> None:
+    """The workers collect; the controller ends the session with their usage error."""
+    pytest.importorskip("xdist")
+    pytester.makepyfile(
+        test_marks='import pytest\n\n\n@pytest.mark.swa_sanitize(action="explode")\n'
+        "def test_marked():\n    pass\n\n\ndef test_plain():\n    pass\n"
+    )
+    result = pytester.runpytest_subprocess("-n", "2", "-p", "xdist")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    output = result.stdout.str() + result.stderr.str()
+    assert output.count("action='explode': expected one of raise, log") == 1, output
+    assert "INTERNALERROR" not in output and "passed" not in result.stdout.str()
+
+
 def test_roles_spelled_for_the_help_text_are_the_runtime_ones() -> None:
     from swacheck import pytest_plugin
     from swacheck.runtime import class_spec
