@@ -331,10 +331,13 @@ def _watch_classes(item: pytest.Item, san: Sanitizer) -> None:
 def _start(item: pytest.Item, level: str, action: str) -> Sanitizer:
     if not _torch_available():
         pytest.skip("the SWA sanitizer needs torch (pip install 'swacheck[runtime]')")
-    from swacheck.config import resolve_config
+    from swacheck.config import ConfigError, resolve_config
     from swacheck.runtime import Sanitizer
 
-    config = resolve_config(None, [item.config.rootpath])
+    try:
+        config = resolve_config(None, [item.config.rootpath])
+    except ConfigError as exc:  # once for the session, not an error in every test
+        pytest.exit(f"swacheck configuration: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
     san = Sanitizer(level=level, action=action, config=config)
     try:
         _watch_classes(item, san)

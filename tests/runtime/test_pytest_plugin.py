@@ -426,6 +426,20 @@ def test_a_bad_marker_is_a_usage_error_naming_its_argument(
     assert "passed" not in result.stdout.str()
 
 
+def test_a_bad_swacheck_configuration_is_one_usage_error(pytester: pytest.Pytester) -> None:
+    """The sanitizer reads ``[tool.swacheck]`` (the names it recognises roles by): a bad
+    one was a ``ConfigError`` traceback in every sanitized test; now the session ends
+    with it once, naming the file and the key."""
+    pytester.makepyprojecttoml("[tool.swacheck]\nreplay-methods = 'step'\n")
+    pytester.makepyfile(test_two="def test_one():\n    pass\n\n\ndef test_two():\n    pass\n")
+    result = pytester.runpytest_subprocess("--swa-sanitize=fast")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    output = result.stdout.str() + result.stderr.str()
+    assert output.count("swacheck configuration: ") == 1, output
+    assert "pyproject.toml: replay-methods: expected a list of strings" in output
+    assert "Traceback" not in output
+
+
 def test_a_bad_marker_is_a_usage_error_under_xdist(pytester: pytest.Pytester) -> None:
     """The workers collect; the controller ends the session with their usage error."""
     pytest.importorskip("xdist")
