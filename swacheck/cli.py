@@ -311,6 +311,7 @@ def _configuration(args: argparse.Namespace, paths: Sequence[Path]) -> Config:
             f"--config {files[0]} cannot be used with --isolated, which ignores every "
             "configuration file"
         )
+    args.overridden = frozenset(overrides)
     if "cache-dir" in overrides and args.cache_dir is None:
         # The user's own say, as --cache-dir: it may lie outside the project.
         args.cache_dir = Path(overrides["cache-dir"])
@@ -367,7 +368,9 @@ def _audit(args: argparse.Namespace) -> int:
     config = _configuration(args, paths)
     cache = None if args.no_cache else result_cache(config, args.cache_dir)
     specs = catalogue(config, cache)
-    selection = select(specs, config, args.select, args.ignore, args.extend_select)
+    selection = select(
+        specs, config, args.select, args.ignore, args.extend_select, overridden=args.overridden
+    )
     codes = [spec.code for spec in specs] + [c.code for c in ENGINE_CODES]
     config = with_fixable_flags(config, codes, args.fixable, args.extend_fixable, args.unfixable)
     if args.show_settings:
@@ -604,7 +607,7 @@ def _show_settings(
     print(f"Settings path: {config.source or 'none (defaults)'}")
     print(f"Project root: {root or 'none (only the given files are the context)'}")
     cache = result_cache(config, cache_dir)
-    print(f"Cache folder: {cache.folder or f'none ({cache.problem})'}")
+    print(f"Cache folder: {cache.folder if cache.usable() else f'none ({cache.problem})'}")
     print()
     print("[tool.swacheck]")
     for key, value in settings(config).items():

@@ -107,8 +107,11 @@ class Config:
     def __post_init__(self) -> None:
         try:
             re.compile(self.swa_loc_pattern)
-        except re.error as exc:
-            raise ConfigError(f"swa-loc-pattern: not a valid regular expression: {exc}") from None
+        except (re.error, RecursionError, OverflowError) as exc:  # too deep, a huge {n}
+            reason = str(exc) or type(exc).__name__
+            raise ConfigError(
+                f"swa-loc-pattern: not a valid regular expression: {reason}"
+            ) from None
         for key, globs in (("exclude", self.exclude), ("extend-exclude", self.extend_exclude)):
             for glob in globs:
                 import pathspec
@@ -324,10 +327,10 @@ def _table(path: Path) -> dict[str, Any]:
         raw = read_regular(path, CONFIG_FILE_LIMIT).data
         if raw is None:
             raise ConfigError(f"{path}: cannot read: larger than {CONFIG_FILE_LIMIT:,} bytes")
-        data = tomllib.loads(raw.decode("utf-8"))
+        data = _toml(raw.decode("utf-8"))
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+    except ValueError as exc:  # TOMLDecodeError, UnicodeDecodeError, _toml's own
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     tool = data.get("tool", {})
     if not isinstance(tool, dict):
@@ -348,11 +351,23 @@ def load_config_file(path: Path, overrides: Mapping[str, Any] | None = None) -> 
         raise ConfigError(f"{path}: {exc}") from None
 
 
+def _toml(text: str) -> dict[str, Any]:
+    """``text`` parsed as TOML; ``ValueError`` for anything the parser refuses or dies on.
+
+    tomllib raises more than ``TOMLDecodeError``: ``RecursionError`` for arrays or inline
+    tables nested a few hundred deep, ``ValueError`` for an integer over 4,300 digits.
+    """
+    try:
+        return tomllib.loads(text)
+    except RecursionError:
+        raise ValueError("arrays or inline tables nested too deeply") from None
+
+
 def parse_override(text: str) -> dict[str, Any]:
     """A ``--config`` value that is a TOML ``KEY = VALUE`` pair, as a table (ruff's syntax)."""
     try:
-        table = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+        table = _toml(text)
+    except ValueError as exc:
         raise ConfigError(
             f"--config {text!r}: not a configuration file, nor a TOML `KEY = VALUE` pair "
             f"overriding one option (e.g. --config \"select = ['SWA002']\"): {exc}"

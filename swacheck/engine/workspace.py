@@ -33,11 +33,9 @@ which audits of an editor's documents never hit.
 
 from __future__ import annotations
 
-import io
 import os
 import re
 import time
-import tokenize
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -55,6 +53,7 @@ from swacheck.engine.cache import (
     result_cache,
 )
 from swacheck.engine.codes import ENGINE_CODES
+from swacheck.engine.decoding import UndecodableSource, source_encoding
 from swacheck.engine.facts_store import FactsRecord, FactsStore
 from swacheck.engine.fixer import ChangedOnDisk, fixable, write_atomic
 from swacheck.engine.gc_pause import gc_paused
@@ -147,6 +146,10 @@ class _File:
     display: str = ""
     # Why it could not be read, if it could not.
     problem: str = ""
+    # The device and inode of the file its bytes are known from (a fix is written to it
+    # alone), and whether it was named itself (a link is followed) or found by a walk.
+    identity: tuple[int, int] | None = None
+    explicit: bool = False
 
     @property
     def path(self) -> Path:
@@ -219,9 +222,8 @@ def _document_bytes(text: str | bytes) -> bytes:
     except UnicodeEncodeError:  # a surrogate that escapes no byte
         data = text.encode("utf-8", "surrogatepass")
     try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-        return text.encode("utf-8" if encoding == "utf-8-sig" else encoding)
-    except (SyntaxError, LookupError, UnicodeEncodeError):
+        return text.encode(source_encoding(data))
+    except (UndecodableSource, LookupError, UnicodeEncodeError):
         return data
 
 
@@ -439,9 +441,11 @@ class Workspace:
         )
         result.left_out = unread_context
         unread = {k: i.location for k, i in report.items() if i.state is None and not i.problem}
-        read, data, problems = self._scan(unread, inventory, scan_ns)
+        identities: dict[str, tuple[int, int]] = {}
+        read, data, problems = self._scan(unread, inventory, scan_ns, identities=identities)
         asked_states: dict[str, FileState] = {}
         for key, item in report.items():
+            item.identity = identities.get(key)
             item.state = item.state or read.get(key)
             item.data = item.data or data.get(key)
             item.problem = item.problem or problems.get(key, "")
@@ -535,9 +539,10 @@ class Workspace:
             else:
                 walked = {self._key(p): str(p) for p in discovery.files([given])}
                 show = None
+            explicit = not os.path.isdir(given)  # a file named: a link there is the user's say
             for key, location in walked.items():
                 display = show(key) if show is not None else display_path(location)
-                report[key] = _File(key, location, report=True, display=display)
+                report[key] = _File(key, location, report=True, display=display, explicit=explicit)
         for problem in [*discovery.problems, *walk_problems]:
             result.warnings.append(f"{display_path(Path(problem.path))}: {problem.reason}")
         for path, text in documents.items():
@@ -678,12 +683,18 @@ class Workspace:
         )
 
     def _scan(
-        self, files: dict[str, str], inventory: Inventory, scan_ns: int, unknown: bool = True
+        self,
+        files: dict[str, str],
+        inventory: Inventory,
+        scan_ns: int,
+        unknown: bool = True,
+        identities: dict[str, tuple[int, int]] | None = None,
     ) -> tuple[dict[str, FileState], dict[str, bytes], dict[str, str]]:
         """Each file's state: recorded, or learnt from its bytes if its signature changed
         or was racy when recorded (those bytes are returned too; with ``unknown=False`` a
         file whose signature is not the one recorded is left out); and why each file that
-        cannot be read cannot."""
+        cannot be read cannot. ``identities``, if given, gets each file's device and inode
+        as stat'ed (what its bytes, read now or later, must come from)."""
         states: dict[str, FileState] = {}
         fresh: dict[str, bytes] = {}
         problems: dict[str, str] = {}
@@ -693,6 +704,8 @@ class Workspace:
             try:
                 info = stat(location)
                 sig = (info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns)
+                if identities is not None:
+                    identities[key] = (info.st_dev, info.st_ino)
                 entry = entries.get(key)
                 if entry is not None and entry[0] == sig:
                     if entry[2]:
@@ -1018,7 +1031,13 @@ class Workspace:
                 result.fixed_documents[item.display] = outcome.data
             else:
                 try:
-                    write_atomic(item.path, outcome.data, expected=source.data)
+                    write_atomic(
+                        item.path,
+                        outcome.data,
+                        expected=source.data,
+                        identity=item.identity,
+                        follow=item.explicit,
+                    )
                 except ChangedOnDisk as exc:
                     kept.extend(findings)
                     if PARSE_ERROR_CODE in self.engine_codes:
@@ -1057,7 +1076,9 @@ class Workspace:
                     raise noqa_writer.NoqaNotWritten("it changed during the audit")
                 new, added = noqa_writer.add_noqa(data, findings, reason)
                 if added:
-                    write_atomic(path, new)
+                    write_atomic(
+                        path, new, expected=data, identity=item.identity, follow=item.explicit
+                    )
             except noqa_writer.NoqaNotWritten as exc:
                 result.errors.append(f"{shown}: no `# noqa` added: {exc}")
                 continue

@@ -12,23 +12,14 @@ view of it for the rules.
 from __future__ import annotations
 
 import ast
-import io
-import tokenize
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from swacheck.engine.decoding import decode_source
 from swacheck.semantics.model import DEFAULT_ENGINE, Model, engine_of, model_for
 from swacheck.semantics.module import ModuleFacts, module_facts
 from swacheck.semantics.project import Function, Project
 from swacheck.semantics.values import Values
-
-
-def decode(data: bytes) -> str:
-    """``data`` as CPython reads source: its PEP 263 encoding (UTF-8 by default), a BOM
-    dropped."""
-    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    text = data.decode(encoding)
-    return text[1:] if text.startswith("\ufeff") else text
 
 
 def file_facts(path: str, data: bytes, model: Model | None = None) -> ModuleFacts:
@@ -38,7 +29,7 @@ def file_facts(path: str, data: bytes, model: Model | None = None) -> ModuleFact
     they call); the others are declared."""
     tree = ast.parse(data, filename=path)
     relevant = model.relevance.search if model is not None else None
-    return module_facts(tree, decode(data), path, relevant)
+    return module_facts(tree, decode_source(data).text, path, relevant)
 
 
 class Analysis:
