@@ -613,7 +613,7 @@ def _show_settings(
     for key, value in settings(config).items():
         if isinstance(value, tuple):
             value = list(value)
-        elif not isinstance(value, str | bool | int | float):
+        elif not isinstance(value, str | bool | int | float) and key != "model":
             value = {k: v if isinstance(v, str) else list(v) for k, v in value.items()}
         print(f"{key} = {json.dumps(value)}")
     print()

@@ -16,6 +16,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from swacheck.files import read_regular
+from swacheck.models.schema import model_problem
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -98,6 +99,10 @@ class Config:
     max_file_size: int = 1_000_000
     max_file_time: float = 20.0
     max_file_memory: int = 768
+    # ``[tool.swacheck.model]``: entries added to the engine's model, of the shape of
+    # ``swacheck/models/*.toml`` (``swacheck.models.schema``): the project's own sources,
+    # translators, fills, sinks, mode tests and dtypes.
+    model: Mapping[str, Any] = field(default_factory=dict)
     # ``--ignore-noqa``: suppression comments suppress nothing (a command-line flag only,
     # as in ruff: not a configuration key).
     ignore_noqa: bool = False
@@ -295,6 +300,11 @@ def config_from_table(table: Mapping[str, Any], source: Path | None = None) -> C
         elif key == "swa-loc-dtype":
             _check_swa_loc_dtype(value)
             values[name] = value if isinstance(value, str) else dict(value)
+        elif key == "model":
+            problem = model_problem(value)
+            if problem is not None:
+                raise ConfigError(f"model.{problem}".replace("model.:", "model:"))
+            values[name] = value
         elif key == "per-file-ignores":
             if not isinstance(value, dict):
                 raise ConfigError(f"{key}: expected a table of glob = [codes]")

@@ -16,6 +16,7 @@ location, ``swa_page_table``/``window_kv_indices`` an SWA *page table or window 
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from collections.abc import Iterable, Mapping
@@ -394,17 +395,20 @@ def engine_of(path: str) -> str:
 
 def model_for(config: Any, engine: str = DEFAULT_ENGINE) -> Model:
     """The model of ``engine`` an audit under ``config`` uses (memoised)."""
+    added = getattr(config, "model", None) or {}
     key = (
         engine,
         tuple(config.mapping_attributes),
         tuple(config.invalidate_methods),
         tuple(config.translate_methods),
         config.swa_loc_pattern,
+        json.dumps(added, sort_keys=True),
     )
     model = _MODELS.get(key)
     if model is None:
         files = [d for d in builtin_models() if d.get("engine", DEFAULT_ENGINE) == engine]
-        model = _MODELS[key] = _load(files or builtin_models()[:1], config)
+        # the project's own entries (``[tool.swacheck.model]``) extend every engine's
+        model = _MODELS[key] = _load([*(files or builtin_models()[:1]), added], config)
     return model
 
 
