@@ -45,7 +45,7 @@ MAX_FILE_TIME = 86_400
 MAX_FILE_MEMORY = 2**30
 # The roles an SWA location plays (I3): the KV stores' scatter targets, and the page
 # tables / window indices attention kernels read. ``swa-loc-dtype`` sets each role's
-# dtype, or ``auto``: inferred from the project (``swacheck.analysis.conventions``).
+# dtype, or ``auto``: inferred from the project (``swacheck.semantics.conventions``).
 SWA_ROLES = ("write", "page-table")
 AUTO = "auto"
 # How a pool caches translations, for the runtime sanitizer (``auto``: observed).

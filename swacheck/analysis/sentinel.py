@@ -17,14 +17,29 @@ lacking the trailing row.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import libcst as cst
 
 from swacheck.analysis.aliases import VIEW_METHODS
-from swacheck.analysis.dtypes import FACTORIES, assignments
 from swacheck.analysis.names import Names, target_name
 from swacheck.analysis.walk import walk
 from swacheck.context import FileContext
+
+# Factories whose result is int64 when no dtype is given (for integer data).
+INT64_BY_DEFAULT = frozenset(
+    {"arange", "randint", "randperm", "tensor", "as_tensor", "asarray", "full"}
+)
+FACTORIES = INT64_BY_DEFAULT | {
+    "zeros",
+    "ones",
+    "empty",
+    "empty_strided",
+    "zeros_like",
+    "ones_like",
+    "empty_like",
+    "full_like",
+}
 
 
 @dataclass(frozen=True)
@@ -221,3 +236,47 @@ def binding_attr(target: cst.BaseExpression, names: Names) -> str | None:
     if isinstance(target, cst.Attribute) and name is not None and names.is_mapping(name):
         return name
     return None
+
+
+def assignments(
+    scope: cst.Module | cst.FunctionDef, name: str, ctx: FileContext | None = None
+) -> list[tuple[cst.BaseExpression, int]]:
+    """Direct ``name = value`` assignments in ``scope`` (not in nested functions or
+    classes), with their rows (0 without a context)."""
+    return [
+        (value, ctx.start(statement).row if ctx else 0)
+        for statement, value in _assignment_index(scope).get(name, ())
+    ]
+
+
+@lru_cache(maxsize=32)
+def _assignment_index(
+    scope: cst.Module | cst.FunctionDef,
+) -> dict[str, list[tuple[cst.CSTNode, cst.BaseExpression]]]:
+    """Every direct assignment to a plain name in ``scope``, by name, in source order:
+    one walk per scope, where rules ask for one name after another (SWA009 asks for each
+    argument of each call, one scope at a time). Nodes hash by identity, so a scope is its
+    own key; the small bound keeps a long-lived worker from holding old files' trees."""
+    index: dict[str, list[tuple[cst.CSTNode, cst.BaseExpression]]] = {}
+
+    class Visitor(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is scope
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return False
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for target in node.targets:
+                if isinstance(target.target, cst.Name):
+                    index.setdefault(target.target.value, []).append((node, node.value))
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            if node.value is not None and isinstance(node.target, cst.Name):
+                index.setdefault(node.target.value, []).append((node, node.value))
+
+    walk(scope, Visitor())
+    return index

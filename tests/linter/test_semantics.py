@@ -310,3 +310,32 @@ def test_every_function_of_real_files_is_analysed_into_picklable_facts(path: Pat
     assert pickle.loads(pickle.dumps(facts)).functions.keys() == facts.functions.keys()
     events = sum(len(f.events) for f in facts.functions.values())
     assert events > 0 and sys.getrecursionlimit() >= 1000
+
+
+@pytest.mark.parametrize(
+    ("value", "space"),
+    [
+        ("forward_batch.out_cache_loc", {FULL}),
+        ("self.req_to_token[rows, :n] // self.page_size", {FULL}),
+        ("metadata.page_table.to(torch.int32)", {FULL}),
+        ("out_cache_loc if bs else None", {FULL}),
+        ("local", {FULL}),
+        ("out_cache_loc if bs else translated", {FULL}),  # full on one path
+        ("self.pool.translate_loc_from_full_to_swa(forward_batch.out_cache_loc)", {SWA}),
+        ("self.full_to_swa_index_mapping[forward_batch.out_cache_loc]", {SWA}),
+        ("mixed", {SWA}),  # translated after the full value was bound
+        ("self.kv_index_translator.write_ids(batch, IdSpaceKind.SLIDING_WINDOW)", {SWA}),
+        ("torch.zeros(n)", set()),
+    ],
+)
+def test_the_space_of_a_value_by_where_it_comes_from(value: str, space: set[str]) -> None:
+    result = analysis(
+        m=f"""
+        def f(self, forward_batch, out_cache_loc, bs, translated, metadata, rows, n, batch):
+            local = forward_batch.out_cache_loc[:bs]
+            mixed = forward_batch.out_cache_loc
+            mixed = self.pool.translate_loc_from_full_to_swa(mixed)
+            x = {value}
+        """
+    )
+    assert spaces(result, "m.f", "x") == space

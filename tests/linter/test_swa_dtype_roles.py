@@ -1,25 +1,23 @@
-"""SWA002 by role (``swacheck.analysis.conventions``, ``roles``, ``dtypes``): the
-``swa-loc-dtype`` configuration, conventions as project facts (a partial file list finds
-what the whole tree finds), the prefilter's soundness for helpers, asserted consumers."""
+"""SWA002 by role (``swacheck.semantics.conventions``, the model's roles, ``dtypes``):
+the ``swa-loc-dtype`` configuration, conventions as project facts (a partial file list
+finds what the whole tree finds), the prefilter's soundness for helpers, asserted
+consumers."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import textwrap
 from pathlib import Path
 
-import libcst as cst
 import pytest
-from libcst.metadata import MetadataWrapper
 
-from swacheck.analysis.conventions import role_values
-from swacheck.analysis.index import ProjectIndex
-from swacheck.analysis.names import Names
-from swacheck.analysis.roles import PAGE_TABLE, WRITE, is_full_side_name, role_of
 from swacheck.config import Config, ConfigError, config_from_table, parse_override
-from swacheck.context import FileContext
 from swacheck.engine.workspace import Workspace
 from swacheck.rules import rule_by_code
+from swacheck.semantics.dtypes import asserted_parameters
+from swacheck.semantics.model import PAGE_TABLE, WRITE, model_for
+from swacheck.semantics.module import module_facts
 
 SWA002 = rule_by_code("SWA002")
 
@@ -118,7 +116,7 @@ def test_show_settings_prints_the_table(tmp_path: Path, swacheck) -> None:  # ty
     ],
 )
 def test_roles_by_name(name: str, role: str | None) -> None:
-    assert role_of(name, Names(Config())) == role
+    assert model_for(Config()).swa_role(name) == role
 
 
 @pytest.mark.parametrize(
@@ -135,35 +133,29 @@ def test_roles_by_name(name: str, role: str | None) -> None:
     ],
 )
 def test_full_side_names(name: str, full: bool) -> None:
-    assert is_full_side_name(name) is full
+    model = model_for(Config())
+    assert (model.full_role(name) is not None or name in model.sources) is full
 
 
 # -- asserted consumers -------------------------------------------------------------------
 
 
-def _requirements_of(source: str) -> dict[str, frozenset[str]]:
+def _requirements_of(source: str) -> dict[str, str]:
     """The asserted parameters of the first function of ``source``."""
-    module = cst.parse_module(textwrap.dedent(source))
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    context = FileContext("f.py", module.code, wrapper, Config(), Names(Config()), ProjectIndex())
-    found = role_values(context).requirements
-    return {r.param: r.dtypes for requirements in found.values() for r in requirements}
+    text = textwrap.dedent(source)
+    facts = module_facts(ast.parse(text), text, "f.py")
+    return asserted_parameters(next(iter(facts.functions.values())))
 
 
-def test_requirements_from_asserts_raises_and_annotations() -> None:
+def test_requirements_from_asserts_and_annotations() -> None:
     found = _requirements_of(
         """
         def decode(self, q, swa_page_table, loc: torch.IntTensor, window_kv_indices):
             assert swa_page_table.dtype == torch.int32 and q.is_contiguous()
-            if window_kv_indices.dtype not in (torch.int32, torch.int64):
-                raise TypeError("indices")
+            assert window_kv_indices.dtype in (torch.int64,)
         """
     )
-    assert found == {
-        "swa_page_table": frozenset({"int32"}),
-        "loc": frozenset({"int32"}),
-        "window_kv_indices": frozenset({"int32", "int64"}),
-    }
+    assert found == {"swa_page_table": "int32", "loc": "int32", "window_kv_indices": "int64"}
 
 
 def test_a_parameter_bound_again_is_not_required() -> None:

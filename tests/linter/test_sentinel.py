@@ -1,5 +1,5 @@
-"""Which mapping rows a write covers (``analysis/sentinel``, SWA011) and which side of the
-translation a value comes from (``analysis/provenance``, SWA009), on real libcst trees."""
+"""Which mapping rows a write covers and what it writes (``analysis/sentinel``, SWA011),
+on real libcst trees."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import libcst as cst
 import pytest
 
 from swacheck.analysis.names import Names
-from swacheck.analysis.provenance import full_side, is_swa_side
 from swacheck.analysis.sentinel import construction, fill_value, region_of
 from swacheck.config import Config
 
@@ -105,47 +104,3 @@ def test_constructions(source: str, built: tuple[int | None, int | None] | None)
 )
 def test_fill_values(source: str, value: int | None) -> None:
     assert fill_value(cst.parse_expression(source)) == value
-
-
-@pytest.mark.parametrize(
-    ("value", "origin"),
-    [
-        ("forward_batch.out_cache_loc", "`forward_batch.out_cache_loc`"),
-        ("self.req_to_token[rows, :n] // self.page_size", "`self.req_to_token` pages"),
-        ("metadata.page_table.to(torch.int32)", "`metadata.page_table`"),
-        ("out_cache_loc if bs else None", "`out_cache_loc`"),
-        ("local", "`forward_batch.out_cache_loc`"),
-        ("out_cache_loc if bs else translated", None),
-        ("self.pool.translate_loc_from_full_to_swa(forward_batch.out_cache_loc)", None),
-        ("self.full_to_swa_index_mapping[forward_batch.out_cache_loc]", None),
-        ("mixed", None),
-    ],
-)
-def test_full_side_values(value: str, origin: str | None) -> None:
-    function = _function(
-        f"""
-        def f(self, forward_batch, out_cache_loc, bs, translated, c):
-            local = forward_batch.out_cache_loc[:bs]
-            mixed = forward_batch.out_cache_loc
-            mixed = self.pool.translate_loc_from_full_to_swa(mixed)
-            x = {value}
-        """
-    )
-    assert full_side(_last_expression(function), function) == origin
-
-
-@pytest.mark.parametrize(
-    ("value", "swa"),
-    [
-        ("pool.translate_loc_from_full_to_swa(x)", True),
-        ("self.kv_index_translator.write_ids(batch, kind)", True),
-        ("self.full_to_swa_index_mapping[x]", True),
-        ("kernel[grid](x, self.full_to_swa_index_mapping)", True),
-        ("self._maybe_translate_swa(page_table)", True),
-        ("metadata.swa_page_table[:bs]", True),
-        ("forward_batch.out_cache_loc", False),
-        ("torch.zeros(n)", False),
-    ],
-)
-def test_swa_side_values(value: str, swa: bool) -> None:
-    assert is_swa_side(cst.parse_expression(value), NAMES) is swa
