@@ -20,9 +20,16 @@ from swacheck.semantics.dtypes import (
     decider,
 )
 from swacheck.semantics.function import CALL, Span
-from swacheck.semantics.model import SWA, WRITE, all_models, location_triggers, words
+from swacheck.semantics.model import (
+    PAGE_TABLE,
+    SWA,
+    WRITE,
+    all_models,
+    location_triggers,
+    words,
+)
 from swacheck.semantics.project import Function
-from swacheck.semantics.terms import Call, consistent
+from swacheck.semantics.terms import Attr, Call, Global, consistent
 from swacheck.semantics.unit import FileUnit
 from swacheck.semantics.uses import Use
 from swacheck.semantics.values import TABLE, Ctx
@@ -315,6 +322,17 @@ def free_swa(self, free_index):
         ),
         Valid(
             """
+import torch
+
+class Translator:
+    def build_table(self, plan, space, rows, width):
+        out = torch.empty((rows, width), dtype=torch.int32)
+        build_kv_read_table(req_to_token=self.req_to_token, v2p=space.read_v2p, out=out)
+        return KVIndexTable(ids=out, row_ids=self._rows[:rows], row_stride=out.stride(0))
+"""
+        ),
+        Valid(
+            """
 class Allocator:
     def free_swa(self, free_index):
         # a helper freeing SWA slots: its parameter goes to the allocator only
@@ -405,6 +423,41 @@ class Backend:
         ),
         # a write-location buffer made like the int64 locations in a project whose
         # translation is int32
+        # the buffers' factory takes the full pool's dtype from its caller for both
+        Invalid(
+            """
+import torch
+
+class Buffers:
+    @classmethod
+    def create(cls, *, max_num_token, cache_loc_dtype, is_hybrid_swa):
+        out_cache_loc = torch.zeros((max_num_token,), dtype=cache_loc_dtype)
+        out_cache_loc_swa = torch.zeros((max_num_token,), dtype=cache_loc_dtype)
+        return cls(out_cache_loc, out_cache_loc_swa if is_hybrid_swa else None)
+
+class Runner:
+    def __init__(self, n):
+        self.buffers = Buffers.create(
+            max_num_token=n, cache_loc_dtype=torch.int64, is_hybrid_swa=True
+        )
+""",
+            line=8,
+            files={"pool.py": _POOL_INT32},
+        ),
+        # 0.5.21+: a translator's page table, typed after the batch's request rows; the
+        # kernel that fills it (the model's sinks) takes int32, whichever pool it is for
+        Invalid(
+            """
+import torch
+
+class Translator:
+    def build_table(self, plan, space, rows, width):
+        out = torch.empty((rows, width), dtype=plan.req_pool_indices.dtype)
+        build_kv_read_table(req_to_token=self.req_to_token, v2p=space.read_v2p, out=out)
+        return KVIndexTable(ids=out, row_ids=self._rows[:rows], row_stride=out.stride(0))
+""",
+            line=6,
+        ),
         Invalid(
             """
 import torch
@@ -753,6 +806,7 @@ self.swa_loc = loc.long()
                 break
         self._translations(unit, conventions, reported)
         self._requirements(unit, reported)
+        self._sinks(unit, conventions, reported)
 
     def _report(
         self,
@@ -763,6 +817,7 @@ self.swa_loc = loc.long()
         d: Decision,
         expected: Convention,
         reported: set[tuple[int, int]],
+        noun: str | None = None,
     ) -> None:
         # where the dtype is decided: here, or in a helper made for SWA values only
         # (``_alloc_swa_page_table``); a shared helper's literal serves other tensors too
@@ -788,7 +843,7 @@ self.swa_loc = loc.long()
         safe = expected.known or conventions.slot_takes(unit.module, role, slot, expected.dtype)
         self.report_span(
             place,
-            f"{_noun(role, slot)} `{slot}` {_phrase(d)}{use.leaves}; {expected.why} (I3)",
+            f"{noun or _noun(role, slot)} `{slot}` {_phrase(d)}{use.leaves}; {expected.why} (I3)",
             fix=self._fix_for(d, event, use, function, expected.dtype, safe),
         )
 
@@ -878,6 +933,40 @@ self.swa_loc = loc.long()
                                     f"({callee.module.path}) (I3)",
                                 )
                                 break
+
+    def _sinks(
+        self, unit: FileUnit, conventions: Conventions, reported: set[tuple[int, int]]
+    ) -> None:
+        """A location handed to an argument a kernel reads with one dtype (the model's
+        ``sinks``: ``build_kv_read_table(out=...)``), whichever pool's ids it holds."""
+        sinks = unit.model.sinks
+        if not sinks:
+            return
+        for function in unit.functions():
+            for event in function.facts.events:
+                call = event.value
+                if event.kind != CALL or not isinstance(call, Call):
+                    continue
+                name = call.func.name if isinstance(call.func, Attr | Global) else ""
+                for sink in sinks.get(name.rsplit(".", 1)[-1], ()):
+                    term = call.argument(sink.position, sink.argument)
+                    if term is None:
+                        continue
+                    slot = f"{sink.argument}=` of `{sink.call}"
+                    use = Use(event, term, SWA, sink.role, f"`{slot}`", slot=slot)
+                    expected = Convention(
+                        sink.dtype,
+                        f"its kernel reads it as torch.{sink.dtype} "
+                        f"({unit.model.engines[0]}'s model: `{sink.call}`'s `{sink.argument}`)",
+                    )
+                    noun = "Page table" if sink.role == PAGE_TABLE else "Write location"
+                    for d in conventions.decisions(function, use):
+                        wrong = d.dtype in ("int32", "int64") and d.dtype != sink.dtype
+                        if wrong and consistent(event.guard, d.guard):
+                            self._report(
+                                unit, conventions, function, use, d, expected, reported, noun
+                            )
+                            break
 
     # -- fixes ------------------------------------------------------------------------------
 

@@ -54,6 +54,13 @@ ENTRIES: dict[str, dict[str, _Field]] = {
         "role": ("str", True, ROLES),
         "dtype": ("str", False, DTYPES),
     },
+    "sinks": {
+        "call": ("str", True, None),
+        "argument": ("str", True, None),
+        "position": ("int", False, None),
+        "role": ("str", True, ROLES),
+        "dtype": ("str", True, DTYPES),
+    },
     "eras": {
         "name": ("str", True, None),
         "defines": ("str", True, None),

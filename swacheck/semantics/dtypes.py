@@ -136,6 +136,11 @@ class Decision:
     via: tuple[str, ...] = ()
 
 
+# The most call sites a parameter's dtype is read from (a helper called everywhere
+# decides nothing of one call).
+_CALLERS = 8
+
+
 class Dtypes:
     """The dtype queries of one audit (memoised on :class:`Values`)."""
 
@@ -343,7 +348,18 @@ class Dtypes:
             default = ctx.function.facts.default(term.name)
             if default is not None:
                 return [(g, d, False, term.name) for g, d, _, _ in self.dtype_value(default, ctx)]
-            return []
+            if ctx.bindings or ctx.depth > 0:
+                return []
+            # read in the function's own context: what its callers pass
+            # (``create(cache_loc_dtype=self._cache_loc_dtype())``)
+            out = []
+            for _, inner in self.values.callers(ctx.function)[:_CALLERS]:
+                passed = inner.binding(term.name)
+                if passed is not None:
+                    out += [
+                        (NO_GUARD, d, False, term.name) for _, d, _, _ in self.dtype_value(*passed)
+                    ]
+            return out
         if isinstance(term, Attr) and term.name == "dtype":
             return [
                 (d.guard, d.dtype, False, f"{render(term.base)}.dtype")

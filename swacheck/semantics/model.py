@@ -98,6 +98,18 @@ class Location:
 
 
 @dataclass(frozen=True)
+class Sink:
+    """An argument of a call whose consumer (a kernel) reads it with one dtype, as the
+    engine's source states it (``build_kv_read_table(out=...)`` asserts int32)."""
+
+    call: str  # the function or class called, by its last name
+    argument: str  # the keyword
+    position: int  # or the position (-1: by keyword only)
+    role: str
+    dtype: str
+
+
+@dataclass(frozen=True)
 class Era:
     """A design era the code does not state its conventions in: recognised by what the
     project defines (``defines``: a configured name list, such as ``invalidate-methods``),
@@ -119,6 +131,8 @@ class Model:
     pool_methods: Mapping[str, PoolMethod] = field(default_factory=dict)
     eras: tuple[Era, ...] = ()
     locations: Mapping[str, Location] = field(default_factory=dict)
+    # The arguments kernels read with a fixed dtype, by the name called.
+    sinks: Mapping[str, tuple[Sink, ...]] = field(default_factory=dict)
     # Python indexing with a padded location wraps its negative sentinel: clamp first.
     clamp_before_indexing: bool = False
     # Where the forward's padded locations are read: objects whose location fields hold
@@ -269,6 +283,7 @@ def location_triggers(model: Model | list[Model]) -> frozenset[Trigger]:
         found.update(word(name) for name in each.locations)
         # a translator's or fill's call (``.write_ids(``; ``space`` alone is too common)
         found.update(f".{name}(" for name in (*each.translators, *each.fills))
+        found.update(f"{name}(" for name in each.sinks)
     return frozenset(found)
 
 
@@ -279,6 +294,7 @@ def _load(files: Iterable[Mapping[str, Any]], config: Any) -> Model:
     pool_methods: dict[str, PoolMethod] = {}
     eras: list[Era] = []
     locations: dict[str, Location] = {}
+    sinks: dict[str, list[Sink]] = {}
     clamp = False
     padded_objects: set[str] = set()
     padded_parameters: set[str] = set()
@@ -320,6 +336,16 @@ def _load(files: Iterable[Mapping[str, Any]], config: Any) -> Model:
             )
         for entry in data.get("locations", []):
             locations[entry["name"]] = Location(entry["name"], entry["role"], entry.get("dtype"))
+        for entry in data.get("sinks", []):
+            sinks.setdefault(entry["call"], []).append(
+                Sink(
+                    entry["call"],
+                    entry["argument"],
+                    entry.get("position", -1),
+                    entry["role"],
+                    entry["dtype"],
+                )
+            )
         padding = data.get("padding", {})
         clamp = clamp or padding.get("clamp-before-indexing", False)
         padded_objects.update(padding.get("padded-objects", ()))
@@ -342,6 +368,7 @@ def _load(files: Iterable[Mapping[str, Any]], config: Any) -> Model:
         pool_methods=pool_methods,
         eras=tuple(eras),
         locations=locations,
+        sinks={call: tuple(found) for call, found in sinks.items()},
         clamp_before_indexing=clamp,
         padded_objects=frozenset(padded_objects),
         padded_parameters=frozenset(padded_parameters),

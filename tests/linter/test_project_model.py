@@ -77,7 +77,7 @@ def test_a_full_value_under_a_projects_own_name_is_found(swacheck_at, tmp_path: 
     ("table", "message"),
     [
         ("model = 3", "model: expected a table"),
-        ("model = { sinks = [] }", "model.sinks: unknown model section"),
+        ("model = { kernels = [] }", "model.kernels: unknown model section"),
         ("model = { engine = 'mine' }", "model.engine: unknown model section"),
         ("model = { sources = [{ attribute = 'x' }] }", "model.sources[0].space: missing"),
         (
