@@ -546,19 +546,20 @@ class Workspace:
         return os.path.isdir(path) and below(path, self.root) == () if self.root else False
 
     def _project_walk(self) -> dict[str, str]:
-        """Every file of the project by key: from the last walk while no folder or
-        ``.gitignore`` it read has changed, else walked again."""
+        """Every file of the project by key: from the last walk under these discovery
+        settings while no folder or ``.gitignore`` it read has changed, else walked again."""
         if self._project is None:
             assert self.root is not None
             inventory = self._load_inventory()
-            listing = inventory.listing
+            settings = self.config.fingerprint("discovery")
+            listing = inventory.listing(settings)
             if listing is None or not listing.still_valid():
                 discovery = Discovery(self.config)
                 files = discovery.walk(self.root)
                 ignores = {path: signature(path) for path in discovery.ignore_files()}
                 problems = tuple(f"{p.path}\0{p.reason}" for p in discovery.problems)
                 listing = Listing(discovery.listed, ignores, tuple(files), problems)
-                inventory.record_listing(listing, time.time_ns())
+                inventory.record_listing(settings, listing, time.time_ns())
             prefix = str(self.root) + os.sep
             self._project = {key: prefix + key.replace("/", os.sep) for key in listing.files}
             self._walk_problems = [

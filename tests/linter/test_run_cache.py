@@ -211,6 +211,19 @@ def test_an_entry_of_another_format_is_a_miss(tmp_path: Path, monkeypatch) -> No
     assert cache.get(key) is None
 
 
+def test_a_walk_serves_only_the_exclusions_it_was_made_under(swacheck, tmp_path: Path) -> None:
+    """Issue 39: the project's last walk was kept in the inventory, whose key holds no
+    exclusion, so an audit with ``extend-exclude = []`` after one excluding ``vendored``
+    lost vendored's finding, and the other order reported an excluded file's."""
+    write(tmp_path / "pyproject.toml", "[tool.swacheck]\nextend-exclude = ['vendored']\n")
+    write(tmp_path / "pkg" / "bufs.py", INT64_SWA)
+    write(tmp_path / "vendored" / "bufs.py", TWO_INT64)
+    every = ("--config", "extend-exclude = []")
+    for args in ((), every, (), every):
+        assert codes_found(swacheck, *args) == codes_found(swacheck, "--no-cache", *args)
+    assert len(codes_found(swacheck, *every)) == 3
+
+
 # -- nothing written outside the project (issue 29) ---------------------------------------
 
 
