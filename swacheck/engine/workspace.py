@@ -36,6 +36,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import sys
 import time
 import tokenize
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
@@ -85,6 +86,9 @@ if TYPE_CHECKING:
 DEFAULT_ENGINE_CODES = frozenset(c.code for c in ENGINE_CODES if c.default)
 # A noqa comment that may name an SWA code (what SWA100 reads).
 _SWA_NOQA = re.compile(rb"noqa[ \t]*:[^\n]*swa", re.IGNORECASE)
+
+# The digest of a file over ``max-file-size`` (not read) begins so.
+_OVERSIZED = "oversized:"
 
 # Told ``(done, total)`` files as an audit goes.
 Progress = Callable[[int, int], None]
@@ -668,13 +672,16 @@ class Workspace:
         problems: dict[str, str] = {}
         # One stat per file and no call per file: this loop runs over every project file.
         entries, stat = inventory.entries, os.stat
+        limit = self.config.max_file_size or sys.maxsize
         for key, location in files.items():
             try:
                 info = stat(location)
                 sig = (info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns)
                 entry = entries.get(key)
                 if entry is not None and entry[0] == sig:
-                    if entry[2]:
+                    # A state recorded under another max-file-size that read the file
+                    # as too large (or not) where this one would not is not this audit's.
+                    if entry[2] and (sig[1] > limit) == entry[1][0].startswith(_OVERSIZED):
                         states[key] = FileState(*entry[1])
                         continue
                 elif not unknown:
@@ -697,7 +704,7 @@ class Workspace:
         """A file over ``max-file-size``, which is not read: any rule could fire in it
         (so it is answered with SWA999), and it opens no rule's scope."""
         codes = tuple(code for code, _ in self._triggers)
-        return FileState(f"oversized:{signature}", triggered=codes, opens=(), noqa=False)
+        return FileState(f"{_OVERSIZED}{signature}", triggered=codes, opens=(), noqa=False)
 
     def _bytes(self, item: _File) -> bytes:
         if item.data is None:

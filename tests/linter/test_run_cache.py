@@ -224,6 +224,29 @@ def test_a_walk_serves_only_the_exclusions_it_was_made_under(swacheck, tmp_path:
     assert len(codes_found(swacheck, *every)) == 3
 
 
+def test_a_file_read_as_too_large_is_read_again_under_a_larger_limit(
+    swacheck, tmp_path: Path
+) -> None:
+    """A file's state recorded under one ``max-file-size`` served another: recorded as
+    too large, the pool opened no rule's scope under a larger limit (SWA005 lost in the
+    runner), and recorded in full its cached facts served a smaller limit, where a cold
+    audit answers SWA999."""
+    import time
+
+    from swacheck.engine.project import RACY_NS
+
+    for source in (REPO / "examples").glob("*.py"):
+        shutil.copy(source, tmp_path / source.name)
+    pool = tmp_path / "swa_memory_pool.py"
+    pool.write_text(pool.read_text() + "# padding\n" * 300)
+    time.sleep(RACY_NS / 1e9 + 0.1)  # recorded as not racy: trusted while unchanged
+    small = ("--config", "max-file-size = 3000")
+    for args in ((), small, (), small):
+        assert codes_found(swacheck, *args) == codes_found(swacheck, "--no-cache", *args)
+    assert "swa_memory_pool.py:SWA999" in codes_found(swacheck, *small)
+    assert "model_runner.py:SWA005" in codes_found(swacheck)
+
+
 # -- nothing written outside the project (issue 29) ---------------------------------------
 
 
