@@ -737,7 +737,9 @@ class Workspace:
         if self._cache is None or self._cache.read_only:
             return ""
         states = context | asked
+        # The configuration's folder: ``per-file-ignores`` globs are relative to it.
         lines = [f"prefilter={self.prefilter}", f"cwd={self._cwd}", f"scope={self._scope}"]
+        lines.append(f"config-root={self.config.root}")
         lines += [f"{key}\0{states[key].digest}" for key in sorted(states)]
         for key in sorted(report):
             item = report[key]

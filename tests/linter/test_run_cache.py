@@ -247,6 +247,20 @@ def test_a_file_read_as_too_large_is_read_again_under_a_larger_limit(
     assert "model_runner.py:SWA005" in codes_found(swacheck)
 
 
+def test_a_run_record_serves_only_its_configurations_folder(swacheck, tmp_path: Path) -> None:
+    """``per-file-ignores`` globs are relative to the configuration's folder: the same
+    settings read from another folder ignore other files, and the run's record of the
+    first answered for the second in a cache both use."""
+    settings = "[tool.swacheck]\nper-file-ignores = { 'pkg/*' = ['SWA002'] }\n"
+    write(tmp_path / "pyproject.toml", settings)
+    write(tmp_path / "pkg" / "pyproject.toml", settings)
+    write(tmp_path / "pkg" / "bufs.py", INT64_SWA)
+    inner = ("--config", str(tmp_path / "pkg" / "pyproject.toml"), "--cache-dir", "cache")
+    assert codes_found(swacheck, "--cache-dir", "cache") == []
+    assert codes_found(swacheck, *inner) == ["bufs.py:SWA002"]
+    assert codes_found(swacheck, *inner) == codes_found(swacheck, "--no-cache", *inner)
+
+
 # -- nothing written outside the project (issue 29) ---------------------------------------
 
 
