@@ -885,14 +885,21 @@ class Workspace:
         return records
 
     def _project_index(self, records: dict[str, FactsRecord]) -> tuple[ProjectIndex, str]:
-        """The project index of these facts (the last one again if nothing changed)."""
+        """The project index of these facts (the last one again if nothing changed), in
+        the order of a walk of the project (each folder's entries by name, depth first),
+        whichever files are asked about: where several files could answer a question
+        (which one builds the mapping's sentinel), the first answers, so the order is part
+        of what a file's findings are a function of, and its cached findings are keyed by
+        the facts alone."""
         from swacheck.analysis.index import ModuleFacts, ProjectIndex
 
         digest = project_digest({key: record.facts_digest for key, record in records.items()})
         if self._index is not None and self._index[0] == digest:
             return self._index[1], digest
         facts: list[ModuleFacts] = [
-            record.facts for record in records.values() if isinstance(record.facts, ModuleFacts)
+            records[key].facts
+            for key in sorted(records, key=lambda key: key.split("/"))
+            if isinstance(records[key].facts, ModuleFacts)
         ]
         project = self._index[1].updated_to(facts) if self._index is not None else None
         if project is None:

@@ -261,6 +261,30 @@ def test_a_run_record_serves_only_its_configurations_folder(swacheck, tmp_path: 
     assert codes_found(swacheck, *inner) == codes_found(swacheck, "--no-cache", *inner)
 
 
+def test_findings_do_not_depend_on_which_files_were_asked_about_first(
+    swacheck, tmp_path: Path
+) -> None:
+    """Where two files build the mapping's sentinel, SWA011 names the first in the
+    project index, whose order put the files asked about first: a pre-commit call on
+    the allocator cached a message naming it, which a whole-tree audit replayed where
+    ``--no-cache`` names ``a_alloc.py``, first in the walk."""
+    import subprocess
+
+    for source in (REPO / "examples").glob("*.py"):
+        shutil.copy(source, tmp_path / source.name)
+    shutil.copy(tmp_path / "swa_allocator.py", tmp_path / "a_alloc.py")
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    given = swacheck("audit", "--output-format", "json", "swa_allocator.py").stdout
+    warm = swacheck("audit", "--output-format", "json").stdout
+    cold = swacheck("audit", "--output-format", "json", "--no-cache").stdout
+    assert json.loads(warm) == json.loads(cold)
+    messages = {f["message"] for f in json.loads(warm) if f["code"] == "SWA011"}
+    assert all("(built at a_alloc.py:9)" in m for m in messages), messages
+    assert [f for f in json.loads(warm) if f["filename"].endswith("swa_allocator.py")] == (
+        json.loads(given)
+    )
+
+
 # -- nothing written outside the project (issue 29) ---------------------------------------
 
 
