@@ -231,9 +231,11 @@ def cache_folder(
     ``user``: ``--cache-dir`` or ``SWACHECK_CACHE_DIR``, the user's own say: taken as
     given (relative to the working directory, links in it followed). Else the
     configuration's ``cache-dir``, relative to the configuration's folder (without one:
-    ``base``, else the working directory), which must lie below that folder and is
-    reached without following a link: a repository does not decide where the user's
-    files are written. Nothing inside the cache folder is ever followed.
+    ``base``, the project's root, so that a call from a sub-folder uses the cache of
+    a call from the root; without a project, the working directory), which must lie
+    below that folder and is reached without following a link: a repository does not
+    decide where the user's files are written. Nothing inside the cache folder is ever
+    followed.
     """
     if user is not None:
         return CacheFolder(Path(os.path.abspath(user)), ()), ""
@@ -390,13 +392,18 @@ class ResultCache:
 
 
 def result_cache(
-    config: Config, folder: Path | CacheFolder | None = None, *, read_only: bool = False
+    config: Config,
+    folder: Path | CacheFolder | None = None,
+    base: Path | None = None,
+    *,
+    read_only: bool = False,
 ) -> ResultCache:
     """The cache in ``folder`` (the user's ``--cache-dir``, or a location found by
-    :func:`cache_folder`) or where the configuration's ``cache-dir`` says."""
+    :func:`cache_folder`) or where the configuration's ``cache-dir`` says (relative to
+    ``base``, the project's root, without a configuration file)."""
     if isinstance(folder, CacheFolder):
         return ResultCache(folder, config, read_only=read_only)
-    location, problem = cache_folder(config, folder)
+    location, problem = cache_folder(config, folder, base)
     return ResultCache(location, config, read_only=read_only, problem=problem)
 
 

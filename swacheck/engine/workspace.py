@@ -227,7 +227,8 @@ class Workspace:
     ``engine_codes``: the engine's codes to report (``SWA999`` by default; ``SWA100``
     when unused ``# noqa`` comments are wanted); ``known_codes``: every code that exists
     (to tell an unknown code in a ``# noqa`` from a deselected one); ``cache``: use the
-    project's result cache (``cache-dir``), ``"read"``: read it but write nothing.
+    project's result cache (``cache-dir``, relative to the project's root without a
+    configuration file), ``"read"``: read it but write nothing.
     """
 
     def __init__(
@@ -261,7 +262,8 @@ class Workspace:
         if cache:
             salted = [*codes, *sorted(engine_codes)]
             read_only = cache == "read"
-            self._cache = result_cache(config, cache_dir, read_only=read_only).for_rules(salted)
+            cache_at = result_cache(config, cache_dir, self.root, read_only=read_only)
+            self._cache = cache_at.for_rules(salted)
         # Any enabled rule's triggers (a quick rejection), then each rule's own.
         self._any_trigger = Prefilter(self.specs)
         self._triggers = [

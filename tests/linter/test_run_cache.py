@@ -285,6 +285,31 @@ def test_findings_do_not_depend_on_which_files_were_asked_about_first(
     )
 
 
+def test_a_call_from_a_sub_folder_uses_the_projects_cache(
+    swacheck, swacheck_at, tmp_path: Path
+) -> None:
+    """Issue 39: ``swacheck audit .`` in a sub-folder of a project without
+    ``[tool.swacheck]`` made a cache there, cold, while ``--show-settings`` named the git
+    root as the project's: the cache is the root's, whatever the working directory."""
+    import subprocess
+
+    engine = tmp_path / "engine"
+    engine.mkdir()
+    for source in (REPO / "examples").glob("*.py"):
+        shutil.copy(source, engine / source.name)
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    root_cache = tmp_path / ".swacheck_cache"
+    swacheck("audit", check_rc=1)
+    inside = swacheck_at(engine)
+    shown = inside("audit", "--show-settings", check_rc=0).stdout
+    assert f"Cache folder: {root_cache}\n" in shown
+    before = entries(root_cache)
+    assert codes_found(inside) == codes_found(inside, "--no-cache")
+    assert not (engine / ".swacheck_cache").exists()
+    new = [kind(data) for path, data in entries(root_cache).items() if path not in before]
+    assert new == ["_RunRecord"]  # its findings came from the root's entries
+
+
 # -- nothing written outside the project (issue 29) ---------------------------------------
 
 
