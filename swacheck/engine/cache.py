@@ -32,9 +32,11 @@ file is a miss. A ``cache-dir`` that a project's configuration puts outside the 
 is not used (the repository has no say over the user's other files): only
 ``--cache-dir`` or ``SWACHECK_CACHE_DIR`` may put it there.
 
-A *read-only* cache (``read_only=True``) reads what the command line wrote and writes
-nothing, not even the key: a language server starts warm from it, and the entries of
-buffer states that never reach the disk would only pile up.
+Every front end (the command line, a pre-commit call, the language server) uses one
+cache: where the configuration's ``cache-dir`` says, relative to the configuration's
+folder, else to the project's root (:func:`cache_folder`), whatever the working
+directory. The workspace writes only what describes files as they are on disk (an
+editor's unsaved buffers leave nothing behind: ``engine/workspace.py``).
 """
 
 from __future__ import annotations
@@ -261,8 +263,7 @@ class ResultCache:
     """Entries under ``folder`` for one configuration and, once :meth:`for_rules` names
     them, one rule set (the rule catalogue is read before rules are selected).
 
-    ``folder=None``: a cache that holds nothing (``problem`` says why);
-    ``read_only``: :meth:`put` writes nothing (see the module docstring)."""
+    ``folder=None``: a cache that holds nothing (``problem`` says why)."""
 
     def __init__(
         self,
@@ -270,11 +271,9 @@ class ResultCache:
         config: Config,
         rule_codes: Sequence[str] = (),
         *,
-        read_only: bool = False,
         problem: str = "",
     ) -> None:
         self.location = folder
-        self.read_only = read_only
         # Why the cache is not used, if it is not (a refused folder, a link in it).
         self.problem = problem
         self._config = config
@@ -299,7 +298,6 @@ class ResultCache:
             self.location,
             self._config,
             rule_codes,
-            read_only=self.read_only,
             problem=self.problem,
         )
 
@@ -335,8 +333,6 @@ class ResultCache:
         return folder
 
     def get(self, key: str) -> Any | None:
-        if self.read_only and not _key_path().is_file():
-            return None  # no key: nothing was written that could be read
         if _secret() is None:
             return None
         folder = self._open(create=False)
@@ -362,7 +358,7 @@ class ResultCache:
             _close(folder)
 
     def put(self, key: str, value: Any) -> None:
-        if self.read_only or _secret() is None:
+        if _secret() is None:
             return
         folder = self._open(create=True)
         if folder is None:
@@ -392,19 +388,15 @@ class ResultCache:
 
 
 def result_cache(
-    config: Config,
-    folder: Path | CacheFolder | None = None,
-    base: Path | None = None,
-    *,
-    read_only: bool = False,
+    config: Config, folder: Path | CacheFolder | None = None, base: Path | None = None
 ) -> ResultCache:
     """The cache in ``folder`` (the user's ``--cache-dir``, or a location found by
     :func:`cache_folder`) or where the configuration's ``cache-dir`` says (relative to
     ``base``, the project's root, without a configuration file)."""
     if isinstance(folder, CacheFolder):
-        return ResultCache(folder, config, read_only=read_only)
+        return ResultCache(folder, config)
     location, problem = cache_folder(config, folder, base)
-    return ResultCache(location, config, read_only=read_only, problem=problem)
+    return ResultCache(location, config, problem=problem)
 
 
 def _canonical(value: Any) -> Any:

@@ -23,12 +23,14 @@ file of the project (from memory, the cache, or the first pass) and the rules ov
 files asked about (:mod:`swacheck.engine.passes`, which imports libcst). A warm call,
 or a call on files no rule can fire in, never imports libcst or the rules.
 
-Persistence (``cache-dir``): the inventory (one entry), the facts of the whole project
-(:mod:`swacheck.engine.facts_store`), findings per file keyed by its bytes and a digest
-of the whole project index, and the run records. ``cache="read"`` reads what the
-command line wrote and writes nothing (a language server: warm from the first audit,
-no entry per keystroke); it skips run records, which key on every file's digest and
-which audits of an editor's documents never hit.
+Persistence (``cache-dir``, at the project's root: one cache for the command line, a
+pre-commit call and a language server): the inventory (one entry), the facts of the
+whole project (:mod:`swacheck.engine.facts_store`), findings per file keyed by its bytes
+and a digest of the whole project index, and the run records of audits of files on disk.
+Only what describes the disk is written: a document whose text is not its file's bytes
+(an editor's unsaved buffer) leaves no facts, and an audit holding one (or leaving
+files out, ``complete=False``) leaves no findings, so no entry per keystroke piles up
+and none describes bytes that never reached the disk.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from swacheck.catalogue import RuleSpec, spec_of
 from swacheck.config import Config
@@ -142,6 +144,8 @@ class _File:
     display: str = ""
     # Why it could not be read, if it could not.
     problem: str = ""
+    # A document whose bytes are not its file's on disk (nothing of it is cached).
+    unsaved: bool = False
 
     @property
     def path(self) -> Path:
@@ -228,7 +232,7 @@ class Workspace:
     when unused ``# noqa`` comments are wanted); ``known_codes``: every code that exists
     (to tell an unknown code in a ``# noqa`` from a deselected one); ``cache``: use the
     project's result cache (``cache-dir``, relative to the project's root without a
-    configuration file), ``"read"``: read it but write nothing.
+    configuration file).
     """
 
     def __init__(
@@ -239,7 +243,7 @@ class Workspace:
         root: Path | None = None,
         engine_codes: frozenset[str] = DEFAULT_ENGINE_CODES,
         known_codes: Iterable[str] | None = None,
-        cache: bool | Literal["read"] = True,
+        cache: bool = True,
         cache_dir: Path | CacheFolder | None = None,
         jobs: int = 1,
         prefilter: bool = True,
@@ -261,9 +265,7 @@ class Workspace:
         self._cache: ResultCache | None = None
         if cache:
             salted = [*codes, *sorted(engine_codes)]
-            read_only = cache == "read"
-            cache_at = result_cache(config, cache_dir, self.root, read_only=read_only)
-            self._cache = cache_at.for_rules(salted)
+            self._cache = result_cache(config, cache_dir, self.root).for_rules(salted)
         # Any enabled rule's triggers (a quick rejection), then each rule's own.
         self._any_trigger = Prefilter(self.specs)
         self._triggers = [
@@ -537,9 +539,17 @@ class Workspace:
                 report=True,
                 document=True,
                 display=display_path(path),
+                unsaved=self._cache is not None and not self._on_disk(path, data),
             )
         result.files_seen = len(report)
         return report
+
+    def _on_disk(self, path: Path, data: bytes) -> bool:
+        """Whether ``data`` (a document's) are the bytes of its file on disk."""
+        try:
+            return read_regular(path, len(data)).data == data
+        except OSError:
+            return False
 
     def _base(self, path: Path) -> Path:
         """The folder exclusion globs of a path given explicitly are relative to."""
@@ -735,8 +745,9 @@ class Workspace:
     ) -> str:
         """What a run's findings are a function of, beyond the cache's salt: every file's
         key and bytes (``context``: the project's other files, ``asked``: the files asked
-        about), which ones are asked about and how they are shown."""
-        if self._cache is None or self._cache.read_only:
+        about), which ones are asked about and how they are shown. None for an audit of
+        documents (an editor's: a record per set of open buffers would only pile up)."""
+        if self._cache is None or any(item.document for item in report.values()):
             return ""
         states = context | asked
         # The configuration's folder: ``per-file-ignores`` globs are relative to it.
@@ -883,7 +894,8 @@ class Workspace:
                     continue
                 records[key] = self._facts.record(state.digest, profile, first)
             if not result.partial:  # a partial set is no project's facts
-                self._facts.put(records, missing)
+                unsaved = {key for key, item in by_key.items() if item.unsaved}
+                self._facts.put(records, missing, unsaved)
         return records
 
     def _project_index(self, records: dict[str, FactsRecord]) -> tuple[ProjectIndex, str]:
@@ -926,6 +938,8 @@ class Workspace:
 
         known = self.known_codes if UNUSED_NOQA_CODE in self.engine_codes else None
         active_codes = ",".join(rule.code for rule in active)
+        # Kept in the cache only where every input is on disk.
+        lasting = not result.partial and not any(item.unsaved for item in by_key.values())
         outcomes: dict[str, CheckOutcome] = {}
         keys: dict[str, str] = {}
         todo = []
@@ -971,7 +985,7 @@ class Workspace:
             # findings of a file do not depend on the bounds.
             if not outcome.errors and all(f.code != PARSE_ERROR_CODE for f in outcome.findings):
                 self._outcomes[source.key] = (keys[source.key], outcome)
-                if self._cache is not None:
+                if self._cache is not None and lasting:
                     self._cache.put(self._cache.key("findings", b"", keys[source.key]), outcome)
         for key, outcome in outcomes.items():
             result.errors.extend(

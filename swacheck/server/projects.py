@@ -11,10 +11,12 @@ are looked at again) or, where the client sends none, from a look at every file 
 project per audit.
 
 Everything here runs on the audit thread (:mod:`swacheck.server.worker`): a
-:class:`Workspace` serves one audit at a time. Nothing is written: the result cache is
-only read (``cache="read"``: a server started after ``swacheck audit`` or a pre-commit
-run starts warm, and no entry per keystroke piles up in the project's folder), and
-fixes come back as text.
+:class:`Workspace` serves one audit at a time. The project's result cache is the
+command line's (at the project's root): a server started after ``swacheck audit`` or a
+pre-commit run starts warm, and what the server learns of files as they are on disk
+(the project's facts after a cold start, a saved document's findings) serves the next
+command and the next server. An unsaved buffer leaves nothing there (see
+:mod:`swacheck.engine.workspace`); fixes come back as text.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from pathlib import Path
 from swacheck.catalogue import catalogue
 from swacheck.config import Config, ConfigError, resolve_config
 from swacheck.discovery import below
-from swacheck.engine.cache import cache_folder, result_cache
+from swacheck.engine.cache import result_cache
 from swacheck.engine.limits import beyond_limits
 from swacheck.engine.project import find_root
 from swacheck.engine.selection import select
@@ -239,11 +241,9 @@ class Projects:
 
 
 def _project(root: Path | None, config: Config) -> Project:
-    # Where ``swacheck audit`` run at the project's root keeps its cache: a relative
-    # ``cache-dir`` is taken from the configuration's folder, else from the root (the
-    # command's working directory then), not from the server's working directory.
-    folder, _ = cache_folder(config, base=root)  # None: refused, the workspace says why
-    specs = catalogue(config, result_cache(config, folder, read_only=True))
+    # The command line's cache: a relative ``cache-dir`` is taken from the
+    # configuration's folder, else from the root, not from the server's working directory.
+    specs = catalogue(config, result_cache(config, base=root))
     chosen = select(specs, config)
     workspace = Workspace(
         config,
@@ -251,8 +251,6 @@ def _project(root: Path | None, config: Config) -> Project:
         root=root,
         engine_codes=chosen.engine_codes,
         known_codes=[spec.code for spec in specs],
-        cache="read",
-        cache_dir=folder,
         jobs=1,
         # One worker process kept for the server's life: an edit forks nothing, and the
         # worker is sent only the facts it lacks (engine/workers.py).

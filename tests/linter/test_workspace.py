@@ -195,12 +195,12 @@ def _listing(folder: Path) -> dict[str, int]:
     return {str(p.relative_to(folder)): p.stat().st_mtime_ns for p in sorted(folder.rglob("*"))}
 
 
-def test_a_read_only_cache_starts_warm_from_the_commands_and_writes_nothing(
+def test_the_server_starts_warm_from_the_commands_cache_and_keeps_no_unsaved_buffer(
     project: Path, swacheck_at
 ) -> None:
-    """``cache="read"`` (the language server's workspace) reads the inventory, facts and
-    catalogue ``swacheck audit`` wrote, so its first audit parses only the document;
-    it writes nothing, edited documents included."""
+    """The language server's workspace reads the inventory, facts and catalogue
+    ``swacheck audit`` wrote, so its first audit parses nothing; an edited buffer leaves
+    no entry (its facts and findings describe bytes that are not on disk)."""
     from swacheck.server.projects import Projects
 
     runner = project / "model_runner.py"
@@ -209,17 +209,53 @@ def test_a_read_only_cache_starts_warm_from_the_commands_and_writes_nothing(
     assert cold.facts_parsed > 1
     swacheck_at(project)("audit", check_rc=1)
     folder = project / ".swacheck_cache"
-    before = _listing(folder)
     workspace = Projects([project]).project_of(runner).workspace
     warm = workspace.audit(documents={runner: text}, rescan=False)
     assert warm.findings == cold.findings
     assert warm.facts_parsed == 0  # the document's bytes are the file's: its facts are cached
+    before = _entries(folder)
     edited = text.replace("        if can_run_graph:\n", "        if can_run_graph:  # edited\n")
     assert edited != text
     again = workspace.audit(documents={runner: edited}, rescan=False)
     assert again.facts_parsed == 1
     assert _rows(again.findings) == _rows(cold.findings)
-    assert _listing(folder) == before
+    after = _entries(folder)
+    written = {path for path, data in after.items() if before.get(path) != data}
+    assert written <= {_inventory_entry(folder)}
+
+
+def test_the_commands_start_warm_from_the_servers_cache(project: Path) -> None:
+    """A server's first complete audit reads every file of the project: it keeps their
+    facts, so the command after it parses no file for them."""
+    from swacheck.server.projects import Projects
+
+    runner = project / "model_runner.py"
+    projects = Projects([project])
+    try:
+        workspace = projects.project_of(runner).workspace
+        indexed = workspace.audit(documents={runner: runner.read_text()}, rescan=False)
+    finally:
+        projects.close()
+    assert indexed.facts_parsed > 1
+    command = Workspace(Config(), catalogue(Config()), root=project).audit([project])
+    assert command.facts_parsed == 0
+    assert command.findings_for(runner) == indexed.findings
+
+
+def _entries(folder: Path) -> dict[Path, bytes]:
+    return {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def _inventory_entry(folder: Path) -> Path | None:
+    """The inventory's entry (rewritten as files are read again), if there is one."""
+    import pickle
+
+    for path, data in _entries(folder).items():
+        if path.name != ".gitignore":
+            value = pickle.loads(data[32:])  # after the signature: the test trusts its cache
+            if isinstance(value, dict) and "listings" in value:
+                return path
+    return None
 
 
 def test_a_partial_audit_reads_no_file_the_cache_holds_no_state_of(
