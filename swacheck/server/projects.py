@@ -66,6 +66,9 @@ class Audited:
     indexed: list[tuple[str, int]] = field(default_factory=list)
     # Project files left out of the context (``complete=False``): their facts unknown.
     left_out: int = 0
+    # The documents audited with some of their project's files left out: a finding of
+    # theirs may need those files' facts, so no finding yet does not mean none.
+    unsettled: set[str] = field(default_factory=set)
 
     @property
     def partial(self) -> bool:
@@ -210,6 +213,8 @@ class Projects:
                 audited.findings[group[0].uri] = [beyond_limits(str(group[0].path), message)]
                 continue
             audited.left_out += result.left_out
+            if result.partial:
+                audited.unsettled.update(snapshot.uri for snapshot in group)
             if group is members and not project.indexed and not result.partial:
                 project.indexed = True
                 root = project.workspace.root
