@@ -122,6 +122,15 @@ class Projects:
         for project in self._projects.values():
             project.workspace.files_changed(None if rewalk else paths)
 
+    def _look_again(self) -> None:
+        """Where the client reports no change on disk, each audit finds configurations,
+        roots and exclusions again (a project whose configuration is unchanged keeps its
+        warm workspace): an edited ``pyproject.toml`` or ``.gitignore`` was never seen."""
+        if not self.watched:
+            self._of_path.clear()
+            for project in self._projects.values():
+                project.workspace.files_changed(None)
+
     def set_folders(self, folders: Sequence[Path]) -> None:
         """The workspace folders changed: documents outside every project are found again."""
         self.folders = [folder.resolve() for folder in folders]
@@ -159,6 +168,7 @@ class Projects:
         facts in memory or in the cache), each document analysed on its own: an editor's
         first diagnostics after a cold start, before every file of the project is read.
         ``progress``: told ``(done, total)`` files as the analysis goes."""
+        self._look_again()
         audited = Audited()
         groups: dict[int, tuple[Project, list[Snapshot]]] = {}
         for snapshot in snapshots:
@@ -234,6 +244,7 @@ class Projects:
     def fix(self, target: Snapshot, context: Sequence[Snapshot], unsafe: bool) -> str | None:
         """``target``'s text with every fix applied (``None``: nothing to fix), in the
         context the diagnostics were computed in (``context``: the other open documents)."""
+        self._look_again()
         project = self.project_of(target.path)
         documents = {s.path: s.text for s in context if self._of_path.get(s.path) is project}
         documents[target.path] = target.text

@@ -242,6 +242,28 @@ def test_the_commands_start_warm_from_the_servers_cache(project: Path) -> None:
     assert command.findings_for(runner) == indexed.findings
 
 
+def test_a_server_told_of_no_change_sees_an_edited_configuration(project: Path) -> None:
+    """A client that watches no file reports no change: the server kept the
+    configuration and exclusions it first read, and its findings were those of a
+    ``select`` and a ``.gitignore`` edited away since."""
+    from swacheck.server.documents import Snapshot
+    from swacheck.server.projects import Projects
+
+    runner = project / "cuda_graph_runner.py"
+    snapshot = Snapshot(runner.as_uri(), runner, 0, runner.read_text())
+    projects = Projects([project])  # not ``watched``
+    try:
+        first = projects.audit([snapshot]).findings[snapshot.uri]
+        assert {f.code for f in first} >= {"SWA002", "SWA003"}
+        (project / "pyproject.toml").write_text("[tool.swacheck]\nselect = ['SWA003']\n")
+        assert {f.code for f in projects.audit([snapshot]).findings[snapshot.uri]} == {"SWA003"}
+        (project / ".gitignore").write_text("cuda_graph_runner.py\n")
+        (project / "pyproject.toml").write_text("[tool.swacheck]\n")
+        assert projects.audit([snapshot]).findings[snapshot.uri] == []  # excluded now
+    finally:
+        projects.close()
+
+
 def _entries(folder: Path) -> dict[Path, bytes]:
     return {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
