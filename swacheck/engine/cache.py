@@ -51,6 +51,7 @@ import os
 import pickle
 import secrets
 import stat
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -78,16 +79,25 @@ _NOT_ANALYSIS = ("report", "server", "rules", "runtime", "reference_impl")
 
 @functools.cache
 def _code_digest() -> str:
-    """A digest of swacheck's analysing source (engine, analysis, rules): the files'
-    names below their package and their bytes, not where or when they were installed.
+    """A digest of the code that analyses: swacheck's analysing source (engine, analysis,
+    rules: the files' names below their package and their bytes, not where or when they
+    were installed), the interpreter (its ``ast`` finds regions, syntax errors and their
+    positions) and libcst's version (its parser makes the trees facts are read from).
 
     A development install changes rules and fact types without a version bump; a
     cached entry from other code must be a miss, never an object of a stale shape. A
-    reinstall of the same code keeps every entry.
+    reinstall of the same code keeps every entry. One project's cache is shared by every
+    environment that audits it (a pre-commit hook's, a developer's, an editor's), which
+    may run another Python or libcst.
     """
     import importlib.util
 
     digest = hashlib.sha256()
+    digest.update(f"{sys.implementation.cache_tag}:{sys.version_info[:3]}\0".encode())
+    libcst = importlib.util.find_spec("libcst")  # located, not imported (a warm audit never is)
+    for folder in (libcst.submodule_search_locations or []) if libcst else []:
+        with contextlib.suppress(OSError):
+            digest.update(Path(folder, "_version.py").read_bytes())
     for package in ("swacheck", "swacheck.rules"):
         spec = importlib.util.find_spec(package)  # located, not imported
         skipped = _NOT_ANALYSIS if package == "swacheck" else ()

@@ -518,6 +518,35 @@ def test_the_cache_survives_a_reinstall_and_keys_facts_do_not_read(tmp_path: Pat
     assert counted(root, site=changed) == (cold, every)
 
 
+def test_entries_are_keyed_by_the_interpreter_and_libcsts_version(
+    tmp_path: Path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """A project's cache is shared by the environments that audit it (a pre-commit
+    hook's, a developer's): one with another Python (whose ``ast`` finds regions and
+    syntax errors) or another libcst (whose trees facts are read from) misses it."""
+    import importlib.machinery
+    import importlib.util
+    import sys
+
+    from swacheck.engine import cache as cache_module
+
+    digest = cache_module._code_digest.__wrapped__
+    here = digest()
+    monkeypatch.setattr(sys, "version_info", (3, 99, 0, "final", 0))
+    assert digest() != here
+    monkeypatch.undo()
+    other = tmp_path / "libcst"
+    other.mkdir()
+    (other / "_version.py").write_text("__version__ = '0.0.1'\n")
+    spec = importlib.machinery.ModuleSpec("libcst", None, is_package=True)
+    spec.submodule_search_locations = [str(other)]
+    find = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: spec if name == "libcst" else find(name, *a)
+    )
+    assert digest() != here
+
+
 def test_facts_of_a_wider_selection_give_a_narrower_one_its_own_findings(
     tmp_path: Path, monkeypatch, capsys
 ) -> None:  # type: ignore[no-untyped-def]
