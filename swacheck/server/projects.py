@@ -21,6 +21,7 @@ command and the next server. An unsaved buffer leaves nothing there (see
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import io
 import tokenize
@@ -243,10 +244,16 @@ class Projects:
 
     def fix(self, target: Snapshot, context: Sequence[Snapshot], unsafe: bool) -> str | None:
         """``target``'s text with every fix applied (``None``: nothing to fix), in the
-        context the diagnostics were computed in (``context``: the other open documents)."""
+        context the diagnostics were computed in (``context``: the other open documents:
+        those of its project that its audits do not leave out)."""
         self._look_again()
         project = self.project_of(target.path)
-        documents = {s.path: s.text for s in context if self._of_path.get(s.path) is project}
+        documents = {}
+        for snapshot in context:
+            with contextlib.suppress(ConfigError):
+                same = self.project_of(snapshot.path) is project
+                if same and not project.workspace.excluded(snapshot.path):
+                    documents[snapshot.path] = snapshot.text
         documents[target.path] = target.text
         result = project.workspace.audit(
             documents=documents, fix=True, unsafe_fixes=unsafe, rescan=not self.watched

@@ -264,6 +264,35 @@ def test_a_server_told_of_no_change_sees_an_edited_configuration(project: Path) 
         projects.close()
 
 
+def test_fix_all_sees_the_open_buffers_its_diagnostics_saw(project: Path) -> None:
+    """The editor's fix-all on the graph runner, with the pool's buffer open and holding
+    a translation that returns int64 (the project's convention then: no SWA002, whose
+    fix would make the runner's buffer int32): the fix is made in the context of that
+    buffer, as the diagnostics were, also where the client reports no change on disk
+    (each audit finds the projects again, and the buffer was left out of the fix)."""
+    from swacheck.server.documents import Snapshot
+    from swacheck.server.projects import Projects
+
+    runner, pool = project / "cuda_graph_runner.py", project / "swa_memory_pool.py"
+    edited = pool.read_text() + (
+        "\n\nclass OtherPool:\n    def translate_loc_from_full_to_swa(self, kv_indices):\n"
+        "        return self.full_to_swa_index_mapping[kv_indices].to(torch.int64)\n"
+    )
+    buffers = [
+        Snapshot(runner.as_uri(), runner, 0, runner.read_text()),
+        Snapshot(pool.as_uri(), pool, 1, edited),
+    ]
+    projects = Projects([project])  # not ``watched``
+    try:
+        audited = projects.audit(buffers)
+        assert "SWA002" not in {f.code for f in audited.findings[buffers[0].uri]}
+        fixed = projects.fix(buffers[0], buffers[1:], unsafe=True)
+    finally:
+        projects.close()
+    assert fixed is not None and "self.out_cache_loc_swa.zero_()" in fixed  # SWA003's fix
+    assert "torch.zeros((max_num_token,), dtype=torch.int32)\n" not in fixed  # no SWA002 fix
+
+
 def _entries(folder: Path) -> dict[Path, bytes]:
     return {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
