@@ -14,6 +14,7 @@ the first failure (Hypothesis's shrunk sequence of steps), if any.
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import resource
 import sys
@@ -43,7 +44,8 @@ def main() -> int:
         from sglang_wheels import extracted
 
         sglang = extracted(args.release) / "sglang"
-    tally = {"sequences": 0, "steps": 0, "compared": 0}
+    tally = {"sequences": 0, "steps": 0}
+    compared: collections.Counter[str] = collections.Counter()
 
     class Counted(CacheMachine):
         def __init__(self) -> None:
@@ -52,7 +54,7 @@ def main() -> int:
 
         def teardown(self) -> None:
             tally["steps"] += self.steps
-            tally["compared"] += self.compared
+            compared.update(self.compared)
             super().teardown()
 
     phases = [Phase.generate] if args.no_shrink else [Phase.generate, Phase.shrink]
@@ -76,6 +78,8 @@ def main() -> int:
         "release": args.release,
         "seed": args.seed,
         **tally,
+        "compared": sum(compared.values()),
+        "by_front_end": dict(sorted(compared.items())),
         "wall_s": round(time.monotonic() - started, 1),
         "cpu_s": round(
             usage.ru_utime

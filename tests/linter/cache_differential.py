@@ -29,6 +29,7 @@ cache_differential.py`` for long.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import io
 import json
@@ -177,7 +178,8 @@ class CacheMachine(RuleBasedStateMachine):
         self.versions: dict[Path, int] = {}
         self.saved_names: set[str] = set()
         self.steps = 0
-        self.compared = 0
+        # Comparisons made, by front end.
+        self.compared: collections.Counter[str] = collections.Counter()
         self._racy = project_module.RACY_NS
         project_module.RACY_NS = RACY_NS
 
@@ -327,7 +329,8 @@ class CacheMachine(RuleBasedStateMachine):
         args = [f"--config={k} = {_toml(v)}" for k, v in overrides.items()]
         args += [f"{flag}={code}" for flag, code in flags]
         args += [] if prefilter else ["--no-prefilter"]
-        self.compare_cli(where, [*args, "--diff"] if diff else args)
+        kind = "command line --diff" if diff else "command line"
+        self.compare_cli(where, [*args, "--diff"] if diff else args, b"", kind)
 
     @rule(indices=st.lists(st.integers(0, 99), min_size=1, max_size=3), overrides=settings())
     def pre_commit(self, indices: list[int], overrides: dict[str, Any]) -> None:
@@ -336,7 +339,7 @@ class CacheMachine(RuleBasedStateMachine):
             return
         given = sorted({str(files[i % len(files)].relative_to(self.root)) for i in indices})
         args = [f"--config={k} = {_toml(v)}" for k, v in overrides.items()]
-        self.compare_cli(self.root, ["--force-exclude", *args, *given])
+        self.compare_cli(self.root, ["--force-exclude", *args, *given], b"", "pre-commit")
 
     @precondition(lambda self: self.documents)
     @rule(first_partial=st.booleans())
@@ -352,7 +355,7 @@ class CacheMachine(RuleBasedStateMachine):
         found = {s.path: audited.findings.get(s.uri) for s in snapshots}
         expected = self.uncached_documents()
         assert found == expected, _difference(found, expected)
-        self.compared += 1
+        self.compared["language server"] += 1
 
     @precondition(lambda self: self.documents)
     @rule(index=st.integers(0, 99))
@@ -366,7 +369,7 @@ class CacheMachine(RuleBasedStateMachine):
         except Exception as exc:  # a broken configuration: the same without a cache
             fixed = type(exc).__name__
         assert fixed == self.uncached_fix(target.path), target.path
-        self.compared += 1
+        self.compared["language server fix-all"] += 1
 
     @precondition(lambda self: self.documents)
     @rule(index=st.integers(0, 99))
@@ -374,7 +377,7 @@ class CacheMachine(RuleBasedStateMachine):
         """An editor's ``swacheck audit --stdin-filename PATH -`` on a buffer."""
         path = sorted(self.documents)[index % len(self.documents)]
         data = self.documents[path].encode()
-        self.compare_cli(self.root, ["--stdin-filename", str(path), "-"], data)
+        self.compare_cli(self.root, ["--stdin-filename", str(path), "-"], data, "stdin")
 
     def snapshots(self) -> list[Snapshot]:
         return [
@@ -382,11 +385,12 @@ class CacheMachine(RuleBasedStateMachine):
             for path, text in sorted(self.documents.items())
         ]
 
-    def compare_cli(self, where: Path, args: Sequence[str], stdin: bytes = b"") -> None:
+    def compare_cli(self, where: Path, args: Sequence[str], stdin: bytes, kind: str) -> None:
+        """The command run with ``args`` (and ``stdin``), warm and with ``--no-cache``."""
         warm = _cli(where, ["--output-format=json", "--jobs=1", *args], stdin)
         cold = _cli(where, ["--output-format=json", "--jobs=1", "--no-cache", *args], stdin)
         assert warm == cold, _difference(warm, cold)
-        self.compared += 1
+        self.compared[kind] += 1
 
     def uncached(self) -> Workspace:
         """A workspace without a cache, made as the server makes the open documents'."""
@@ -423,8 +427,10 @@ class CacheMachine(RuleBasedStateMachine):
             workspace = self.uncached()
         except Exception as exc:
             return type(exc).__name__
+        documents = {p: t for p, t in self.documents.items() if not workspace.excluded(p)}
+        documents[target] = self.documents[target]
         try:
-            result = workspace.audit(documents=self.documents, fix=True, unsafe_fixes=True)
+            result = workspace.audit(documents=documents, fix=True, unsafe_fixes=True)
         finally:
             workspace.close()
         shown = {path: name for name, path in result.files.items()}.get(target)
