@@ -206,12 +206,14 @@ class CacheMachine(RuleBasedStateMachine):
         files = self.files()
         return files[index % len(files)] if files else None
 
-    @initialize(chosen=settings(), watched=st.booleans())
-    def configure_first(self, chosen: dict[str, Any], watched: bool) -> None:
+    @initialize(chosen=settings(), watched=st.booleans(), opened=st.lists(st.integers(0, 99)))
+    def configure_first(self, chosen: dict[str, Any], watched: bool, opened: list[int]) -> None:
         # A client that reports changes on disk (the server trusts it), or one that does
-        # not (every audit looks at every file).
+        # not (every audit looks at every file); the files open in the editor.
         self.projects.watched = watched
         self.configure(chosen)
+        for index in opened:
+            self.open_document(index)
 
     @rule(chosen=settings() | st.none())
     def configure(self, chosen: dict[str, Any] | None) -> None:
