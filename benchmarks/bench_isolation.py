@@ -11,9 +11,17 @@ set sizes, sampled every 20 ms), and whether both give the same findings.
 file, one ``swacheck audit --no-cache`` per class (``--jobs 1``), with its time, the
 tree's peak memory and its answer, for docs/reliability.md.
 
+``many``: a git tree of ``--files`` tiny files (one per kind: ``plain`` holds nothing of
+SWA and is not parsed, ``clean`` an SWA name without a finding, ``flagged`` an SWA002
+finding, ``mixed`` one flagged file in ten, the others plain), one cold audit
+(``--no-cache``, a worker per core) each with this interpreter and ``--baseline``'s: the
+peak of the whole process tree and of the audit's own process and its largest worker.
+
     python benchmarks/bench_isolation.py cold sglang==0.5.11 sglang==0.5.23 \
         --baseline /work/venv/bin/python --runs 3
     python benchmarks/bench_isolation.py hostile
+    python benchmarks/bench_isolation.py many --files 20000 --kinds plain clean mixed \
+        --baseline /tmp/basevenv/bin/python
 """
 
 from __future__ import annotations
@@ -43,6 +51,8 @@ class Run(NamedTuple):
     cpu: float
     peak_mib: float
     stdout: str
+    # Each process's own peak (MiB): the audit's first, then its workers.
+    processes: tuple[float, ...] = ()
 
 
 def _tree(pid: int) -> list[int]:
@@ -78,6 +88,7 @@ def timed(cmd: list[str], cwd: Path) -> Run:
     """Run ``cmd``: wall and CPU time (children included) and the peak of its process
     tree's summed PSS."""
     peak = [0]
+    each: dict[int, int] = {}
     with tempfile.TemporaryFile() as out:
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.DEVNULL)
@@ -85,7 +96,10 @@ def timed(cmd: list[str], cwd: Path) -> Run:
 
         def sample() -> None:
             while not done.is_set():
-                peak[0] = max(peak[0], sum(_pss_kib(p) for p in _tree(proc.pid)))
+                sizes = {p: _pss_kib(p) for p in _tree(proc.pid)}
+                for p, size in sizes.items():
+                    each[p] = max(each.get(p, 0), size)
+                peak[0] = max(peak[0], sum(sizes.values()))
                 done.wait(0.02)
 
         sampler = threading.Thread(target=sample, daemon=True)
@@ -97,7 +111,9 @@ def timed(cmd: list[str], cwd: Path) -> Run:
         proc.returncode = 0
         out.seek(0)
         cpu = usage.ru_utime + usage.ru_stime
-        return Run(elapsed, cpu, peak[0] / 1024, out.read().decode(errors="replace"))
+        workers = sorted((size for p, size in each.items() if p != proc.pid), reverse=True)
+        processes = tuple(size / 1024 for size in [each.get(proc.pid, 0), *workers])
+        return Run(elapsed, cpu, peak[0] / 1024, out.read().decode(errors="replace"), processes)
 
 
 def _row(label: str, runs: list[Run]) -> str:
@@ -178,15 +194,55 @@ def hostile() -> int:
     return 0
 
 
+MANY_KINDS = {
+    "plain": lambda n: "x = 1\n",
+    "clean": lambda n: "swa_loc = None\n",
+    "flagged": lambda n: "import torch\nout_cache_loc_swa = torch.zeros((8,), dtype=torch.int64)\n",
+    "mixed": lambda n: MANY_KINDS["flagged" if n % 10 == 0 else "plain"](n),
+}
+
+
+def many(files: int, kinds: list[str], baseline: str) -> int:
+    """Cold audits of ``files`` tiny files of each kind, this interpreter and the baseline's."""
+    print(f"# load: {os.getloadavg()}")
+    print("| files | kind | interpreter | wall (CPU) | peak of the tree | audit | largest worker |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for kind in kinds:
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            (root / ".git").mkdir()
+            for n in range(files):
+                folder = root / f"pkg{n // 100:04d}"
+                folder.mkdir(exist_ok=True)
+                (folder / f"m{n:05d}.py").write_text(MANY_KINDS[kind](n))
+            for label, python in (("this", sys.executable), ("baseline", baseline)):
+                if not python or not Path(python).exists():
+                    continue
+                cmd = [python, "-m", "swacheck", "audit", "--no-cache", "-q", "--exit-zero"]
+                run = timed(cmd, root)
+                worker = max(run.processes[1:], default=0)
+                print(
+                    f"| {files:,} | {kind} | {label} | {run.seconds:.0f} s ({run.cpu:.0f} s) | "
+                    f"{run.peak_mib:.0f} MiB | {run.processes[0]:.0f} MiB | {worker:.0f} MiB |",
+                    flush=True,
+                )
+    print(f"# load: {os.getloadavg()}")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("what", choices=("cold", "hostile"))
+    parser.add_argument("what", choices=("cold", "hostile", "many"))
     parser.add_argument("releases", nargs="*")
     parser.add_argument("--baseline", default="/work/venv/bin/python")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--files", type=int, default=20_000)
+    parser.add_argument("--kinds", nargs="+", choices=sorted(MANY_KINDS), default=["mixed"])
     args = parser.parse_args()
     if args.what == "cold":
         return cold(args.releases, args.baseline, args.runs)
+    if args.what == "many":
+        return many(args.files, args.kinds, args.baseline)
     return hostile()
 
 

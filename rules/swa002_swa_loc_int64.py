@@ -2,35 +2,30 @@
 
 from __future__ import annotations
 
-import libcst as cst
-
-from swacheck.analysis.conventions import (
-    Convention,
-    Conventions,
-    DtypeFacts,
-    FactSource,
-    Resolved,
-    RoleBinding,
-    RoleFact,
-    role_values,
-)
-from swacheck.analysis.dtypes import (
-    CAST,
-    DEFAULT,
-    GATHER,
-    HELPER,
-    TRANSLATION,
-    Source,
-    ValueDtypes,
-    dtype_literal,
-)
-from swacheck.analysis.names import call_name
-from swacheck.analysis.roles import ROLE_NAME_TRIGGERS, WRITE, role_of, words
 from swacheck.config import DEFAULT_SWA_LOC_PATTERN, Config
-from swacheck.context import FileContext
-from swacheck.finding import Applicability, Fix
+from swacheck.engine.fixer import rows
+from swacheck.finding import Applicability, Edit, Fix, Position
 from swacheck.fix_safety import safe_fix, unsafe_fix
 from swacheck.rule import Invalid, Rule, Valid
+from swacheck.semantics.conventions import Convention, Conventions
+from swacheck.semantics.dtypes import (
+    ALLOCATION,
+    CAST,
+    DEFAULT,
+    ENGINE,
+    TRANSLATION,
+    Decision,
+    Dtypes,
+    asserted_parameters,
+    decider,
+)
+from swacheck.semantics.function import CALL, Span
+from swacheck.semantics.model import SWA, WRITE, all_models, location_triggers, words
+from swacheck.semantics.project import Function
+from swacheck.semantics.terms import Call, consistent
+from swacheck.semantics.unit import FileUnit
+from swacheck.semantics.uses import Use
+from swacheck.semantics.values import TABLE, Ctx
 from swacheck.triggers import Trigger
 
 # The pools of the examples: a translation to int32 (releases to 0.5.12) and the int64
@@ -108,9 +103,12 @@ class SwaLocInt64(Rule):
     = "int32" }`), replaces the inference for the roles it names.
 
     Where a dtype is decided is followed through views, dtype-keeping methods,
-    arithmetic with a scalar, conditionals and a function's locals: an allocation
+    arithmetic with a scalar, both branches of an `if` (a binding on one branch never
+    reaches a use on the other) and a function's locals: an allocation
     (`dtype=torch.int64`, a factory that is int64 by default such as `torch.arange(n)`,
-    a dtype held in a variable or default argument), a cast (`.long()`,
+    a dtype held in a variable or default argument, another tensor's dtype
+    (`dtype=forward_batch.out_cache_loc.dtype`, `torch.empty_like(x)`), the engine's own
+    tensors' dtypes as its model states them), a cast (`.long()`,
     `.to(torch.int64)`, `.type(torch.LongTensor)`), a gather from the mapping table, a
     translation, and a helper of the project (a module-level function or a method,
     `_alloc_loc_buffer(n)`, `self._alloc_swa_page_table(bs)`, whose returns are followed
@@ -172,9 +170,25 @@ class SwaLocInt64(Rule):
         "kv-write-methods",
     )
     invariant = "I3"
+    semantic = True
     origin = "SGLang PR #23552 review, the padding fix, and 0.5.13's int64 write locations"
 
     VALID = [
+        # the int64 dtype is bound on the other branch: it never reaches the page table
+        Valid(
+            """
+import torch
+
+class Backend:
+    def alloc(self, n, is_draft):
+        if is_draft:
+            dt = torch.int64
+            self.draft_positions = torch.zeros(n, dtype=dt)
+        else:
+            dt = torch.int32
+            self.cuda_graph_swa_page_table = torch.zeros(n, dtype=dt)
+"""
+        ),
         # releases to 0.5.12: the translation is int32, and so are the runners' buffers
         Valid(
             """
@@ -362,6 +376,34 @@ swa_loc = torch.arange(n).long()
         ),
     ]
     INVALID = [
+        # a page table allocated with another tensor's dtype: the batch's int64 locations
+        Invalid(
+            """
+import torch
+
+class Backend:
+    def init_cuda_graph_state(self, max_bs, max_pages, forward_batch):
+        self.cuda_graph_page_table = torch.zeros(max_bs, max_pages, dtype=torch.int32)
+        self.cuda_graph_swa_page_table = torch.zeros(
+            max_bs, max_pages, dtype=forward_batch.out_cache_loc.dtype
+        )
+""",
+            line=8,
+        ),
+        # a write-location buffer made like the int64 locations in a project whose
+        # translation is int32
+        Invalid(
+            """
+import torch
+
+class Runner:
+    def __init__(self, forward_batch):
+        self.out_cache_loc = torch.zeros_like(forward_batch.out_cache_loc)
+        self.out_cache_loc_swa = torch.empty_like(self.out_cache_loc)
+""",
+            line=7,
+            files={"pool.py": _POOL_INT32},
+        ),
         # 0.5.11: an int64 buffer in a project whose translation (and KV store) is int32;
         # the batch's field of that name holds the translation, so the fix is safe
         Invalid(
@@ -667,222 +709,279 @@ self.swa_loc = loc.long()
         ),
     ]
 
-    # Not region-safe: a helper's result is followed to its definition, which need not
-    # mention SWA (``_alloc_loc_buffer``); such helpers are read only in files holding a
-    # trigger (``collect_facts``), so the prefilter never changes a finding.
-    region_safe = False
-
     @classmethod
     def triggers(cls, config: Config) -> frozenset[Trigger] | None:
-        """A role's name has the word ``swa``, or ``window`` with an index or table word
-        (``roles.ROLE_NAME_TRIGGERS``; default pattern); a translation or a gather names
-        a translate method or the mapping. A custom pattern has no known fixed part: no
-        prefilter."""
+        """Every role's name names the SWA side (``model.location_triggers``); a custom
+        ``swa-loc-pattern`` has no known fixed part: no prefilter."""
         if config.swa_loc_pattern != DEFAULT_SWA_LOC_PATTERN:
             return None
-        return frozenset(
-            {*ROLE_NAME_TRIGGERS, *config.translate_methods, *config.mapping_attributes}
-        )
+        return location_triggers(all_models(config))
 
-    @classmethod
-    def collect_facts(cls, context: FileContext) -> DtypeFacts | None:
-        """The file's role values, translations, helpers and asserts (the engine asks
-        only files holding a trigger, so that the files the prefilter keeps decide
-        alone)."""
-        return role_values(context).facts(context)
-
-    def __init__(self, context: FileContext) -> None:
-        super().__init__(context)
-        self.values = ValueDtypes(context)
-        self._conventions: Conventions | None = None
-        self._reported: set[int] = set()
-
-    @property
-    def conventions(self) -> Conventions:
-        if self._conventions is None:
-            self._conventions = Conventions.of(self.context, self.code)
-        return self._conventions
-
-    # -- bindings against their role's convention ------------------------------------------
-
-    def leave_Module(self, original_node: cst.Module) -> None:
-        ctx = self.context
-        found = role_values(ctx)
-        if not found.bindings and not found.translate_returns:
-            return
-        facts = [
-            RoleFact(b.role, b.slot, tuple(FactSource.of(s, ctx) for s in b.sources))
-            for b in found.bindings
-        ]
-        conventions: dict[str, Convention | None] = {}
-
-        def convention(role: str) -> Convention | None:
-            if role not in conventions:
-                conventions[role] = self.conventions.convention(ctx.path, role, facts)
-            return conventions[role]
-
-        for binding, fact in zip(found.bindings, facts, strict=True):
-            expected = convention(binding.role)
-            if expected is None or not binding.checked:
+    def check(self, unit: FileUnit) -> None:
+        conventions = _conventions(unit)
+        self._text = unit.text
+        reported: set[tuple[int, int]] = set()
+        for function, use in conventions.uses(unit.module):
+            expected = conventions.convention(unit.module, use.role or WRITE)
+            if expected is None:
                 continue
-            for source, fact_source in zip(binding.sources, fact.sources, strict=True):
-                self._check(binding, source, fact_source, expected, facts)
-        # A translation's own result is the write convention, unless configured.
-        if ctx.config.swa_dtype_for(WRITE) != "auto":
-            expected = convention(WRITE)
-            assert expected is not None
-            for method, source in found.translate_returns:
-                binding = RoleBinding(WRITE, f"{method}()'s result", [source])
-                self._check(binding, source, FactSource.of(source, ctx), expected, facts)
+            if any(f.space == TABLE for f in unit.values.space(use.value, Ctx(function))):
+                continue  # the full->SWA table itself, whatever it is called: may be int64
+            for d in conventions.decisions(function, use):
+                if d.dtype == expected.dtype:
+                    continue
+                if use.handed and d.kind not in (ALLOCATION, DEFAULT):
+                    # handed to a call only: a buffer allocated for it counts; a cast there
+                    # is what the callee takes, a gather or translation an intermediate
+                    continue
+                if not consistent(use.event.guard, use.guard, d.guard):
+                    continue
+                self._report(unit, conventions, function, use, d, expected, reported)
+                break
+        self._translations(unit, conventions, reported)
+        self._requirements(unit, reported)
 
-    def _check(
+    def _report(
         self,
-        binding: RoleBinding,
-        source: Source,
-        fact: FactSource,
+        unit: FileUnit,
+        conventions: Conventions,
+        function: Function,
+        use: Use,
+        d: Decision,
         expected: Convention,
-        facts: list[RoleFact],
+        reported: set[tuple[int, int]],
     ) -> None:
-        resolved = [r for r in self.conventions.resolve(fact, self.context.path)]
-        wrong = [r for r in resolved if r.dtype != expected.dtype]
-        if not wrong or id(source.node) in self._reported:
-            return
-        self._reported.add(id(source.node))
-        safe = expected.known or self.conventions.slot_takes(
-            self.context.path, binding.role, binding.slot, expected.dtype, facts
+        # where the dtype is decided: here, or in a helper made for SWA values only
+        # (``_alloc_swa_page_table``); a shared helper's literal serves other tensors too
+        own = d.function is function or (
+            d.function is not None
+            and bool(d.via)
+            and d.kind in (ALLOCATION, DEFAULT, CAST)
+            and all(unit.model.is_swa_word(name) for name in d.via)
         )
-        self.report(
-            source.node,
-            f"{_noun(binding)} `{binding.slot}` {_phrase(source, wrong[0])}{binding.leaves}; "
-            f"{expected.why} (I3)",
-            fix=self._fix(source, expected.dtype, safe),
+        near = use.event if d.function is function else None
+        event = decider(d.function, d.call, near) if own and d.function and d.call else None
+        place = use.place
+        if event is not None:
+            place = event.decides or event.span
+        elif d.kind == TRANSLATION and not d.via and use.event.vspan is not None:
+            place = use.event.vspan  # the gather or translation bound here
+        key = (place.line, place.col)
+        if key in reported:
+            return
+        reported.add(key)
+        role = use.role or WRITE
+        slot = use.slot or use.where.strip("`")
+        safe = expected.known or conventions.slot_takes(unit.module, role, slot, expected.dtype)
+        self.report_span(
+            place,
+            f"{_noun(role, slot)} `{slot}` {_phrase(d)}{use.leaves}; {expected.why} (I3)",
+            fix=self._fix_for(d, event, use, function, expected.dtype, safe),
         )
 
-    # -- values handed to a function that asserts their dtype ------------------------------
-
-    def visit_Call(self, node: cst.Call) -> None:
-        name = call_name(node)
-        if name is None:
-            return
-        requirements = self.conventions.requirements_of(name)
-        if not requirements:
-            return
-        for position, arg in enumerate(node.args):
-            keyword = arg.keyword.value if arg.keyword is not None else None
-            wanted = {
-                frozenset(r.dtypes): (path, r)
-                for path, r in requirements
-                if (r.param == keyword if keyword else r.position == position)
-            }
-            if len(wanted) != 1:
-                continue  # not a required parameter, or functions of that name disagree
-            path, requirement = next(iter(wanted.values()))
-            self._check_argument(arg.value, name, path, requirement)
-
-    def _check_argument(self, value: cst.BaseExpression, function: str, path: str, requirement):  # type: ignore[no-untyped-def]
-        sources = self.values.sources(value)
-        last = _last_name(value)
-        swa = bool(last and role_of(last, self.context.names)) or any(
-            s.kind in (TRANSLATION, GATHER) for s in sources
-        )
-        if not swa:
-            return
-        for source in sources:
-            resolved = self.conventions.resolve(
-                FactSource.of(source, self.context), self.context.path
-            )
-            dtypes = {r.dtype for r in resolved}
-            if not dtypes or dtypes & requirement.dtypes or id(value) in self._reported:
-                continue
-            self._reported.add(id(value))
-            wanted = " or ".join(f"torch.{d}" for d in sorted(requirement.dtypes))
-            text = self.context.module.code_for_node(value)
-            self.report(
-                value,
-                f"SWA location `{text}` {_phrase(source, resolved[0])} but `{function}()` "
-                f"requires {wanted} for `{requirement.param}` ({path}:{requirement.row}) (I3)",
-            )
-
-    # -- fixes -----------------------------------------------------------------------------
-
-    def _fix(self, source: Source, dtype: str, safe: bool) -> Fix | None:
-        ctx = self.context
-        applicability = Applicability.SAFE if safe else Applicability.UNSAFE
-        node = source.node
-        if source.kind in (GATHER, TRANSLATION):
-            code = ctx.module.code_for_node(node)
-            return ctx.replace(
-                node,
-                f"{code}.to(torch.{dtype})",
+    def _fix_for(
+        self, d: Decision, event: object, use: Use, function: Function, dtype: str, safe: bool
+    ) -> Fix | None:
+        if event is not None and d.function is function:
+            return self._fix(d, event, dtype, safe)
+        # a gather or translation bound right here: cast the value it binds
+        vspan = use.event.vspan
+        if d.kind == TRANSLATION and not d.via and vspan is not None and self._text is not None:
+            value = _slice(self._text, vspan)
+            return _replace(
+                vspan,
+                f"{value}.to(torch.{dtype})",
                 f"Cast the SWA locations to torch.{dtype}",
                 Applicability.UNSAFE,
             )
-        if source.kind == HELPER or not source.literal:
+        return None
+
+    def _translations(
+        self, unit: FileUnit, conventions: Conventions, reported: set[tuple[int, int]]
+    ) -> None:
+        """A translation's own result, where the configuration or the era sets the
+        write dtype."""
+        expected = conventions.checks_translations()
+        if expected is None:
+            return
+        dtypes = conventions.dtypes
+        for function in unit.functions():
+            if function not in dtypes.translate_methods():
+                continue
+            span = function.facts.span
+            if any(span.line <= line <= span.end_line for line, _ in reported):
+                continue  # its memo's binding is reported already
+            for event in function.facts.events:
+                if event.kind != "return" or event.value is None:
+                    continue
+                for d in dtypes.of(event.value, Ctx(function)):
+                    key = (event.span.line, event.span.col)
+                    if (
+                        d.dtype != expected.dtype
+                        and d.dtype in ("int32", "int64")
+                        and key not in reported
+                    ):
+                        reported.add(key)
+                        self.report_span(
+                            event.span,
+                            f"SWA write location `{function.facts.name}()`'s result "
+                            f"{_phrase(d)}; {expected.why} (I3)",
+                        )
+                        break
+
+    def _requirements(self, unit: FileUnit, reported: set[tuple[int, int]]) -> None:
+        """An SWA location handed to a parameter whose function asserts another dtype."""
+        values = unit.values
+        dtypes = _dtypes(unit)
+        for function in unit.functions():
+            ctx = Ctx(function)
+            for event in function.facts.events:
+                if event.kind != CALL or not isinstance(event.value, Call):
+                    continue
+                for callee, inner in values.callees(event.value, ctx):
+                    asserted = asserted_parameters(callee.facts)
+                    if not asserted:
+                        continue
+                    for param, term, _ in inner.bindings:
+                        wanted = asserted.get(param)
+                        if wanted is None:
+                            continue
+                        swa = any(f.space == SWA and not f.weak for f in values.space(term, ctx))
+                        if not swa and unit.model.swa_role(param) is None:
+                            continue
+                        for d in dtypes.of(term, ctx):
+                            key = (event.span.line, event.span.col)
+                            if (
+                                d.dtype in ("int32", "int64")
+                                and d.dtype != wanted
+                                and key not in reported
+                            ):
+                                reported.add(key)
+                                self.report_span(
+                                    event.span,
+                                    f"SWA location handed to `{param}` of "
+                                    f"`{callee.facts.name}()` {_phrase(d)}, but "
+                                    f"`{callee.facts.name}()` requires torch.{wanted} for it "
+                                    f"({callee.module.path}) (I3)",
+                                )
+                                break
+
+    # -- fixes ------------------------------------------------------------------------------
+
+    def _fix(self, d: Decision, event: object, dtype: str, safe: bool) -> Fix | None:
+        text = self._text
+        if text is None or event is None:
             return None
-        if source.kind == DEFAULT and isinstance(node, cst.Call):
-            return ctx.replace(
-                node, _with_dtype(node, dtype), f"Pass dtype=torch.{dtype}", applicability
+        applicability = Applicability.SAFE if safe else Applicability.UNSAFE
+        decides = getattr(event, "decides", None)
+        span = getattr(event, "span", None)
+        if d.kind in (ALLOCATION, CAST) and d.literal and decides is not None:
+            old = _slice(text, decides)
+            if old in ("long", "int"):
+                new = "int" if dtype == "int32" else "long"
+                return _replace(decides, new, f"Use .{new}()", applicability)
+            prefix, _, name = old.rpartition(".")
+            if not prefix:
+                return None
+            if name.endswith("Tensor"):
+                new = f"{prefix}.{'IntTensor' if dtype == 'int32' else 'LongTensor'}"
+            else:
+                new = f"{prefix}.{dtype}"
+            return _replace(decides, new, f"Use {new}", applicability)
+        if d.kind == DEFAULT and d.literal and span is not None:
+            call = _slice(text, span)
+            new_call = _with_dtype(call, dtype)
+            if new_call is None:
+                return None
+            return _replace(span, new_call, f"Pass dtype=torch.{dtype}", applicability)
+        if d.kind == TRANSLATION and span is not None:
+            call = _slice(text, span)
+            return _replace(
+                span,
+                f"{call}.to(torch.{dtype})",
+                f"Cast the SWA locations to torch.{dtype}",
+                Applicability.UNSAFE,
             )
-        if source.kind == CAST and isinstance(node, cst.Name):  # .long() / .int()
-            method = "int" if dtype == "int32" else "long"
-            return ctx.replace(node, method, f"Use .{method}()", applicability)
-        literal = dtype_literal(node) if isinstance(node, cst.BaseExpression) else None
-        if literal is None:
-            return None
-        prefix = literal.rsplit(".", 1)[0]
-        if literal.endswith("Tensor"):
-            new = f"{prefix}.{'IntTensor' if dtype == 'int32' else 'LongTensor'}"
-        else:
-            new = f"{prefix}.{dtype}"
-        return ctx.replace(node, new, f"Use {new}", applicability)
+        return None
 
 
-def _noun(binding: RoleBinding) -> str:
-    if binding.role == WRITE:
+def _conventions(unit: FileUnit) -> Conventions:
+    memo = unit.values._memo
+    key = ("swa002-conventions", None, None)
+    found = memo.get(key)  # type: ignore[arg-type]
+    if found is None:
+        found = memo[key] = Conventions(_dtypes(unit), unit.analysis.config)  # type: ignore[index]
+    return found  # type: ignore[return-value]
+
+
+def _dtypes(unit: FileUnit) -> Dtypes:
+    memo = unit.values._memo
+    key = ("dtypes", None, None)
+    found = memo.get(key)  # type: ignore[arg-type]
+    if found is None:
+        found = memo[key] = Dtypes(unit.values)  # type: ignore[index]
+    return found  # type: ignore[return-value]
+
+
+def _noun(role: str, slot: str) -> str:
+    if role == WRITE:
         return "SWA write location"
-    found = words(binding.slot)
-    return "SWA page table" if "table" in found else "SWA window index"
+    return "SWA page table" if "table" in words(slot) else "SWA window index"
 
 
-def _phrase(source: Source, resolved: Resolved) -> str:
+def _phrase(d: Decision) -> str:
     """How the value gets its dtype, for a message."""
-    if source.kind == DEFAULT:
-        return f"is created by {source.what}, which is int64"
-    if source.kind == CAST and source.literal and isinstance(source.node, cst.Name):
-        return f"is cast with {source.what}"
-    if source.kind == GATHER:
-        return f"is a gather from the {resolved.dtype} mapping table with no cast"
-    if source.kind == TRANSLATION:
-        return f"is {source.what}'s torch.{resolved.dtype} result"
-    if source.kind == HELPER:
-        return f"is torch.{resolved.dtype} from {source.what} ({resolved.where})"
-    return f"gets {source.what}"
+    via = f" (through `{'()`, `'.join(d.via)}()`)" if d.via else ""
+    if d.kind == DEFAULT:
+        return f"is created by {d.what}, which is torch.{d.dtype} by default{via}"
+    if d.kind == CAST:
+        return f"is cast with {d.what} to torch.{d.dtype}{via}"
+    if d.kind == TRANSLATION:
+        return f"is {d.what}'s torch.{d.dtype} result with no cast{via}"
+    if d.kind == ENGINE:
+        return f"is torch.{d.dtype}, as {d.what} is{via}"
+    return f"gets torch.{d.dtype} from {d.what}{via}"
 
 
-def _with_dtype(call: cst.Call, dtype: str) -> cst.Call:
-    """``call`` with ``dtype=torch.<dtype>`` added after its arguments."""
-    torch_name = call.func.value if isinstance(call.func, cst.Attribute) else cst.Name("torch")
-    assert isinstance(torch_name, cst.Name)
+def _slice(text: str, span: Span) -> str:
+    lines = rows(text)  # as Python counts rows (not str.splitlines)
+    if span.line == span.end_line:
+        return lines[span.line - 1][span.col : span.end_col]
+    parts = [lines[span.line - 1][span.col :]]
+    parts += lines[span.line : span.end_line - 1]
+    parts.append(lines[span.end_line - 1][: span.end_col])
+    return "".join(parts)
+
+
+def _replace(span: Span, new: str, message: str, applicability: Applicability) -> Fix:
+    edit = Edit(Position(span.line, span.col), Position(span.end_line, span.end_col), new)
+    return Fix(message, (edit,), applicability)
+
+
+def _with_dtype(call: str, dtype: str) -> str | None:
+    """``call`` with ``dtype=torch.<dtype>`` added after its arguments (libcst keeps the
+    rest of its text as it is)."""
+    import libcst as cst
+
+    try:
+        node = cst.parse_expression(call)
+    except cst.ParserSyntaxError:
+        return None
+    if not isinstance(node, cst.Call):
+        return None
+    head = node.func.value if isinstance(node.func, cst.Attribute) else None
+    torch_name = head.value if isinstance(head, cst.Name) else "torch"
     new_arg = cst.Arg(
         keyword=cst.Name("dtype"),
-        value=cst.Attribute(cst.Name(torch_name.value), cst.Name(dtype)),
+        value=cst.Attribute(cst.Name(torch_name), cst.Name(dtype)),
         equal=cst.AssignEqual(
             whitespace_before=cst.SimpleWhitespace(""),
             whitespace_after=cst.SimpleWhitespace(""),
         ),
     )
-    args = list(call.args)
+    args = list(node.args)
     if args and args[-1].comma is not cst.MaybeSentinel.DEFAULT:
-        # keep a trailing comma's formatting: add ours after it
         args[-1] = args[-1].with_changes(
             comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
         )
-    return call.with_changes(args=[*args, new_arg])
-
-
-def _last_name(node: cst.BaseExpression) -> str | None:
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        return node.attr.value
-    return None
+    return cst.Module([]).code_for_node(node.with_changes(args=[*args, new_arg]))

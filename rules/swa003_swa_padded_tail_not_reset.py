@@ -38,10 +38,37 @@ from swacheck.config import DEFAULT_SWA_LOC_PATTERN, Config
 from swacheck.finding import Applicability, Fix
 from swacheck.fix_safety import safe_fix
 from swacheck.rule import Invalid, Rule, Valid
-from swacheck.triggers import Trigger, all_of
+from swacheck.semantics.dtypes import decider
+from swacheck.semantics.function import BIND, CALL, FILL, RETURN, Event, Span
+from swacheck.semantics.model import WRITE, all_models, words
+from swacheck.semantics.project import Function
+from swacheck.semantics.rows import constant, full_value, uninitialised
+from swacheck.semantics.terms import (
+    Attr,
+    Call,
+    Filled,
+    Global,
+    Index,
+    Op,
+    Param,
+    Seq,
+    Slice,
+    Term,
+    alternatives,
+    render,
+)
+from swacheck.semantics.unit import FileUnit
+from swacheck.semantics.uses import role_uses
+from swacheck.semantics.values import Ctx
+from swacheck.triggers import Trigger, all_of, word
 
 if TYPE_CHECKING:
     from swacheck.context import FileContext
+
+
+# A file of a vLLM tree (its slot mappings are padded with PAD_SLOT_ID = -1): the
+# examples that are vLLM's are audited with vLLM's model.
+_VLLM_UTILS = "PAD_SLOT_ID = -1  # the padding entry of a slot_mapping\n"
 
 
 @dataclass
@@ -111,6 +138,22 @@ class SwaPaddedTailNotReset(Rule):
     not reported. A fill in a function whose padding branch resets the same object's
     location buffers is this shape's to report, once, at the branch.
 
+    **Padded rows that hold no sentinel** (I4, I12), read off the values:
+
+    - a padding step that writes another value than the SWA pool's padding slot (the
+      model's sentinel, slot 0 in SGLang) into an SWA write-location buffer: its tail
+      filled with it (`buf[n:].fill_(-1)`, `buf[n:] = -1`), the buffer allocated full of
+      it (`torch.full((n,), -1)`), a padding call's fill value
+      (`self._pad_tensor_to_size(self.out_cache_loc_swa, n, value=-1)`): `-1` indexes the
+      last SWA slot, a live one;
+    - rows left uninitialised: a tensor allocated without its rows being written
+      (`ids.new_empty(n)`, `torch.empty(n)`, `torch.empty_like(x)`) whose prefix alone
+      is then filled (`padded[: ids.shape[0]].copy_(ids)`), handed on as SWA write
+      locations (bound to one, copied into one) or returned by a padding helper (a
+      function named for padding or a sink): its padded rows hold whatever memory held,
+      slots of other requests. Followed through views, casts and the functions that
+      return it; reported at the allocation.
+
     ## Why is this bad?
     Padded slots of a replayed graph still run attention and still write K/V through the
     location buffers. Reset to 0, a padded token writes only to the sentinel slot; left
@@ -137,7 +180,7 @@ class SwaPaddedTailNotReset(Rule):
 
     code = "SWA003"
     name = "swa-padded-tail-not-reset"
-    summary = "captured SWA buffer filled without resetting the rows past the live batch"
+    summary = "Captured SWA buffer filled without resetting the rows past the live batch"
     fixes = (safe_fix(),)
     config_keys = ("swa-loc-pattern",)
     invariant = "I4"
@@ -147,6 +190,58 @@ class SwaPaddedTailNotReset(Rule):
     )
 
     VALID = [
+        # vLLM: the slot mapping clamped before the Python scatter, and its padded tail
+        # reset after either branch.
+        Valid(
+            """
+import torch
+
+
+def store_kv(to_cache, kv_cache, slot_mapping):
+    block_size = kv_cache.shape[2]
+    slot_mapping = slot_mapping.clamp_min(0)
+    kv_cache[slot_mapping // block_size, :, slot_mapping % block_size] = to_cache
+
+
+def inject(layer_cache, request):
+    # a connector's per-request slot mapping: no padding
+    layer_cache[request.slot_mapping // 16, :, request.slot_mapping % 16] = request.kv
+
+
+def slot_mapping_for(self, spec, num_tokens_padded, num_tokens_unpadded):
+    if spec.encoder_only:
+        slot_mapping = torch.zeros((num_tokens_padded,), dtype=torch.int64, device=self.device)
+    else:
+        slot_mapping = self.block_table.slot_mapping.gpu[:num_tokens_padded]
+    slot_mapping[num_tokens_unpadded:num_tokens_padded].fill_(-1)
+    return slot_mapping
+
+
+class CacheOnlyImpl:
+    def do_kv_cache_update(self, layer, to_cache, kv_cache, slot_mapping):
+        store_kv(to_cache, kv_cache, slot_mapping)
+""",
+            files={"vllm/v1/attention/backends/utils.py": _VLLM_UTILS},
+        ),
+        # A padding helper that pads with the sink (slot 0), and an uninitialised buffer
+        # written whole.
+        Valid(
+            """
+import torch
+
+
+def pad_with_sink(ids, n):
+    padded = ids.new_zeros(n)
+    padded[: ids.shape[0]].copy_(ids)
+    return padded
+
+
+def stage_swa_locs(out_cache_loc_swa, n):
+    swa_loc = torch.empty(n, dtype=torch.int64)
+    swa_loc.copy_(out_cache_loc_swa)
+    return swa_loc
+"""
+        ),
         # The backends' shape from SGLang 0.5.13: the tail reset unconditionally before
         # the live rows are copied in (capture writes zeros, replay the translation).
         Valid(
@@ -390,6 +485,99 @@ class Runner:
         ),
     ]
     INVALID = [
+        # vLLM: a Python scatter through the padded slot mapping, not clamped: its -1
+        # padding (PAD_SLOT_ID) wraps to the last block.
+        Invalid(
+            """
+def store_kv(to_cache, kv_cache, slot_mapping):
+    block_size = kv_cache.shape[2]
+    kv_cache[slot_mapping // block_size, :, slot_mapping % block_size] = to_cache
+
+
+class CacheOnlyImpl:
+    def do_kv_cache_update(self, layer, to_cache, kv_cache, slot_mapping):
+        store_kv(to_cache, kv_cache, slot_mapping)
+""",
+            line=4,
+            files={"vllm/v1/attention/backends/utils.py": _VLLM_UTILS},
+        ),
+        # vLLM: the padded tail of the slot mapping set on one branch only; the other
+        # hands on the persistent buffer's view with the previous step's slots.
+        Invalid(
+            """
+import torch
+
+
+def slot_mapping_for(self, spec, num_tokens_padded, num_tokens_unpadded):
+    if spec.encoder_only:
+        slot_mapping = torch.zeros((num_tokens_padded,), dtype=torch.int64, device=self.device)
+        slot_mapping[num_tokens_unpadded:num_tokens_padded].fill_(-1)
+    else:
+        slot_mapping = self.block_table.slot_mapping.gpu[:num_tokens_padded]
+    return slot_mapping
+""",
+            line=8,
+            files={"vllm/v1/attention/backends/utils.py": _VLLM_UTILS},
+        ),
+        # Padded rows left uninitialised by a padding helper (a plan's sink padding made
+        # with `new_empty`): the rows past the ids hold whatever memory held.
+        Invalid(
+            """
+import torch
+
+
+def pad_swa_locs(swa_ids, n):
+    if swa_ids.shape[0] >= n:
+        return swa_ids
+    padded = swa_ids.new_empty(n)
+    padded[: swa_ids.shape[0]].copy_(swa_ids)
+    return padded
+""",
+            line=8,
+        ),
+        # The SWA write locations padded with -1, which indexes the last SWA slot.
+        Invalid(
+            """
+class ForwardBatch:
+    def prepare_padding(self, num_tokens):
+        self.out_cache_loc = self._pad_tensor_to_size(self.out_cache_loc, num_tokens)
+        self.out_cache_loc_swa = self._pad_tensor_to_size(
+            self.out_cache_loc_swa, num_tokens, value=-1
+        )
+""",
+            line=5,
+        ),
+        # A graph buffer's tail reset to -1 instead of the padding slot.
+        Invalid(
+            """
+import torch
+
+
+class TritonAttnBackend:
+    def init_cuda_graph_state(self, max_num_tokens):
+        self.cuda_graph_swa_out_cache_loc = torch.zeros(max_num_tokens, dtype=torch.int64)
+
+    def init_forward_metadata_out_graph(self, forward_batch):
+        n = forward_batch.out_cache_loc.shape[0]
+        self.cuda_graph_swa_out_cache_loc[n:].fill_(-1)
+        self.cuda_graph_swa_out_cache_loc[:n].copy_(forward_batch.out_cache_loc_swa)
+""",
+            line=11,
+        ),
+        # An uninitialised buffer whose prefix alone is filled, bound as the SWA locations.
+        Invalid(
+            """
+import torch
+
+
+class Runner:
+    def load(self, forward_batch, num_tokens):
+        swa = torch.empty(num_tokens, dtype=torch.int64, device=self.device)
+        swa[: forward_batch.num_real_tokens].copy_(forward_batch.out_cache_loc_swa)
+        self.input_buffers.out_cache_loc_swa = swa
+""",
+            line=7,
+        ),
         # The padding reset deleted from a backend's replay path (SGLang 0.5.13+ design):
         # the SWA write-location graph buffer keeps the previous replay's tail.
         Invalid(
@@ -908,6 +1096,127 @@ class Runner:
     # The fill or padding branch, and the class owning the buffers, are each a trigger block.
     region_safe = True
 
+    # -- padded rows that hold no sentinel (the semantic core) -------------------------
+
+    def check(self, unit: FileUnit) -> None:
+        reported: set[tuple[int, int]] = set()
+        sentinel = unit.model.sentinel
+        for function in unit.functions():
+            ctx = Ctx(function)
+            for event in function.facts.events:
+                for span, value, what in _padding_values(event, unit):
+                    if value == sentinel or (span.line, span.col) in reported:
+                        continue
+                    reported.add((span.line, span.col))
+                    self.report_span(
+                        span,
+                        f"padded rows of {what} hold {value}, not the padding slot "
+                        f"{sentinel}: {value} indexes {'the last' if value < 0 else 'a'} "
+                        "real SWA slot, so padded tokens write their K/V over a live "
+                        f"request's SWA KV; pad with {sentinel} (I12)",
+                    )
+            self._uninitialised(unit, function, ctx, reported)
+            self._one_path(unit, function, reported)
+            if unit.model.clamp_before_indexing:
+                self._wrapping(unit, function, reported)
+
+    def _one_path(self, unit: FileUnit, function: Function, reported: set[tuple[int, int]]) -> None:
+        """A location value whose padded rows are written with the sentinel on some
+        branches and left as they are on others (a persistent buffer's view)."""
+        for event in function.facts.events:
+            if event.value is None:
+                continue
+            if event.kind == RETURN:
+                pass
+            elif (
+                event.kind != BIND
+                or not event.text
+                or unit.model.location_role(event.text.rsplit(".", 1)[-1]) is None
+            ):
+                continue
+            choices = alternatives(event.value)
+            if len(choices) < 2:
+                continue
+            written = [t for _, t in choices if _tail_written(t)]
+            left = [t for _, t in choices if not _tail_written(t) and _buffer_view(t)]
+            if not written or not left:
+                continue
+            fill = next(
+                (
+                    e
+                    for e in function.facts.events
+                    if e.kind == FILL and Filled(e.before, e.region, e.value) in written  # type: ignore[arg-type]
+                ),
+                None,
+            )
+            span = fill.span if fill is not None else event.span
+            if (span.line, span.col) in reported:
+                continue
+            reported.add((span.line, span.col))
+            self.report_span(
+                span,
+                "the padded rows are reset on one branch only: on another, "
+                f"`{render(left[0])}` is handed on with the previous step's slots past the "
+                "live tokens, which padded tokens then write their K/V through; reset the "
+                "tail on every branch (I4)",
+            )
+
+    def _wrapping(self, unit: FileUnit, function: Function, reported: set[tuple[int, int]]) -> None:
+        """A Python scatter into the KV cache through padded locations not clamped: the
+        negative padding sentinel wraps to the last slot (I12)."""
+        for event in function.facts.events:
+            if event.kind != FILL or not isinstance(event.region, Term):
+                continue
+            target = (event.text or "").rsplit(".", 1)[-1]
+            if not words(target) & {"cache", "kv"}:
+                continue
+            raw = _raw_location(event.region, unit, Ctx(function))
+            if raw is None or (event.span.line, event.span.col) in reported:
+                continue
+            reported.add((event.span.line, event.span.col))
+            sentinel = unit.model.sentinel
+            self.report_span(
+                event.span,
+                f"`{target}` is indexed in Python with `{raw}`, whose padded rows hold "
+                f"{sentinel}: Python indexing wraps {sentinel} to the last slot, so padded "
+                f"tokens overwrite a live block; clamp first (`{raw}.clamp_min(0)` sends "
+                "them to the null block) (I12)",
+            )
+
+    def _uninitialised(
+        self, unit: FileUnit, function: Function, ctx: Ctx, reported: set[tuple[int, int]]
+    ) -> None:
+        values = unit.values
+        sinks = [(use.value, use.where) for use in role_uses(function, values) if use.role == WRITE]
+        sinks += [
+            (event.value, f"`{event.text}`")
+            for event in function.facts.events
+            if event.kind == FILL
+            and event.value is not None
+            and unit.model.swa_role(event.text.rsplit(".", 1)[-1]) == WRITE
+        ]
+        if words(function.facts.name) & _PADDING_WORDS and any(
+            words(p) & _ID_WORDS for p in function.facts.params
+        ):
+            # a padding helper of locations (``pad_with_sink(ids, n)``)
+            sinks.append((function.facts.returns, f"the result of `{function.facts.name}()`"))
+        for value, where in sinks:
+            allocation = uninitialised(value, ctx, values)
+            if allocation is None:
+                continue
+            event = decider(function, allocation)
+            span = event.span if event is not None else function.facts.span
+            if (span.line, span.col) in reported:
+                continue
+            reported.add((span.line, span.col))
+            self.report_span(
+                span,
+                f"padded rows of {where} are left uninitialised: this allocation's rows "
+                "past the written prefix hold whatever memory held, slots of other "
+                "requests, so padded tokens write their K/V over live SWA KV; allocate "
+                "with the padding slot (`new_zeros`, `torch.zeros`) (I4)",
+            )
+
     @classmethod
     def triggers(cls, config: Config) -> frozenset[Trigger] | None:
         """A marked size word with a location word, or ``swa_``/``_swa`` (default names),
@@ -938,7 +1247,10 @@ class Runner:
         """
         if config.swa_loc_pattern != DEFAULT_SWA_LOC_PATTERN:
             return None
-        return frozenset({all_of(padding_trigger_strings(), LOCATION_WORDS), "swa_", "_swa"})
+        engines = [word(name) for model in all_models(config) for name in model.locations]
+        return frozenset(
+            {all_of(padding_trigger_strings(), LOCATION_WORDS), "swa_", "_swa", *engines}
+        )
 
     @classmethod
     def collect_facts(cls, context: FileContext) -> FileFacts | None:
@@ -1202,3 +1514,128 @@ def _reaches(cfg: CFG, start: int, target: int, avoiding: set[int]) -> bool:
                 seen.add(nxt)
                 stack.append(nxt)
     return False
+
+
+_PADDING_WORDS = frozenset({"pad", "padded", "padding"})
+# A padding helper's parameter that is a location: ``ids``, ``loc``, ``indices``, ``slots``.
+_ID_WORDS = frozenset({"ids", "loc", "locs", "slot", "slots", "indices"})
+
+
+_CLAMPS = frozenset({"clamp", "clamp_min", "clamp_", "clamp_min_", "where", "masked_fill"})
+_SAME_ROWS = frozenset({"view", "reshape", "flatten", "long", "int", "to", "contiguous"})
+
+
+def _raw_location(term: Term, unit: FileUnit, ctx: Ctx, depth: int = 0) -> str | None:
+    """The name of a padded location ``term`` indexes with, unclamped, or ``None``: the
+    forward's padded locations (:func:`_padded`), through arithmetic and views."""
+    if depth > 8:
+        return None
+    if isinstance(term, Seq):
+        for item in term.items:
+            found = _raw_location(item, unit, ctx, depth + 1)
+            if found is not None:
+                return found
+        return None
+    if isinstance(term, Op) and term.op in ("//", "%", "+", "-", "*"):
+        for operand in term.operands:
+            found = _raw_location(operand, unit, ctx, depth + 1)
+            if found is not None:
+                return found
+        return None
+    if isinstance(term, Index) and isinstance(term.index, Slice):
+        return _raw_location(term.base, unit, ctx, depth + 1)
+    if isinstance(term, Call) and isinstance(term.func, Attr):
+        if term.func.name in _CLAMPS:
+            return None
+        if term.func.name in _SAME_ROWS:
+            return _raw_location(term.func.base, unit, ctx, depth + 1)
+        return None
+    name = term.name if isinstance(term, Param | Attr) else None
+    if name is not None and unit.model.location_role(name) == WRITE and _padded(term, unit, ctx):
+        return name
+    return None
+
+
+def _padded(term: Term, unit: FileUnit, ctx: Ctx, depth: int = 0) -> bool:
+    """Whether a location holds the forward's padding: a field of attention metadata or
+    the forward context, a parameter of a KV-cache update, or a parameter some caller
+    hands one of these (the model's ``padded-objects`` and ``padded-parameters``)."""
+    model = unit.model
+    if isinstance(term, Attr):
+        return bool(words(render(term.base).rsplit(".", 1)[-1]) & model.padded_objects)
+    if isinstance(term, Param) and depth < 3:
+        if ctx.function.facts.name in model.padded_parameters:
+            return True
+        for _, inner in unit.values.callers(ctx.function):
+            bound = inner.binding(term.name)
+            if bound is not None and _padded(bound[0], unit, bound[1], depth + 1):
+                return True
+    return False
+
+
+def _tail_written(term: Term) -> bool:
+    """Whether ``term``'s rows past a bound were written with a constant (or it was
+    allocated full of one)."""
+    while isinstance(term, Filled):
+        region = term.region
+        if (
+            isinstance(region, Slice)
+            and region.lower is not None
+            and constant(term.value) is not None
+        ):
+            return True
+        if region == "all" and constant(term.value) is not None:
+            return True
+        term = term.base
+    if isinstance(term, Call):
+        func = term.func
+        name = func.name if isinstance(func, Attr | Global) else ""
+        return name.rsplit(".", 1)[-1] in (
+            "zeros",
+            "full",
+            "zeros_like",
+            "full_like",
+            "new_zeros",
+            "new_full",
+        )
+    return False
+
+
+def _buffer_view(term: Term) -> bool:
+    """A view of a buffer kept on an object (its rows hold what was last written)."""
+    while isinstance(term, Index) and isinstance(term.index, Slice):
+        term = term.base
+    return isinstance(term, Attr)
+
+
+def _padding_values(event: Event, unit: FileUnit) -> list[tuple[Span, int, str]]:
+    """The constants a padding step writes into SWA write locations at ``event``."""
+    model = unit.model
+    found: list[tuple[Span, int, str]] = []
+    if event.kind == FILL and event.text:
+        name = event.text.rsplit(".", 1)[-1]
+        region = event.region
+        tail = region == "all" or (
+            isinstance(region, Slice) and region.lower is not None and region.upper is None
+        )
+        value = constant(event.value)
+        if model.location_role(name) == WRITE and tail and value is not None:
+            found.append((event.span, value, f"`{event.text}`"))
+    elif event.kind == BIND and event.text and event.value is not None:
+        name = event.text.rsplit(".", 1)[-1]
+        value = full_value(event.value)
+        if model.location_role(name) == WRITE and value is not None:
+            found.append((event.span, value, f"`{event.text}`"))
+    elif event.kind == CALL and isinstance(event.value, Call):
+        call = event.value
+        func = call.func
+        callee = func.name if isinstance(func, Attr | Global) else ""
+        if words(callee.rsplit(".", 1)[-1]) & _PADDING_WORDS:
+            padded = [n for n in event.names if n is not None]
+            value = constant(
+                call.keyword("value") or call.keyword("fill_value") or call.keyword("pad_value")
+            )
+            for name, _ in padded[:1]:
+                if model.location_role(name.rsplit(".", 1)[-1]) == WRITE and value is not None:
+                    found.append((event.span, value, f"`{name}`"))
+    return found

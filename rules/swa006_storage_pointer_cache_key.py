@@ -131,7 +131,7 @@ class StoragePointerCacheKey(Rule):
 
     code = "SWA006"
     name = "storage-pointer-cache-key"
-    summary = "translation cache key from a storage pointer, without numel(), or by identity"
+    summary = "Translation cache key from a storage pointer, without numel(), or by identity"
     fixes = (safe_fix(),)
     config_keys = ("translate-methods",)
     invariant = "I2"

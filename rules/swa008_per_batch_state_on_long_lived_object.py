@@ -341,7 +341,7 @@ class PerBatchStateOnLongLivedObject(Rule):
 
     code = "SWA008"
     name = "per-batch-state-on-long-lived-object"
-    summary = "per-batch SWA location set on a long-lived object, never reset"
+    summary = "Per-batch SWA location set on a long-lived object, never reset"
     config_keys = ("swa-loc-pattern",)
     invariant = "I8"
     origin = "SGLang PR #24138 review (and PR #25824, which removed set_swa_loc)"

@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-import libcst as cst
-
-from swacheck.analysis.aliases import strip_views
-from swacheck.analysis.modes import guard_key, swa_guard_polarity
-from swacheck.analysis.names import Names, call_name, dotted_name, target_name
-from swacheck.analysis.provenance import (
-    full_side,
-    is_swa_side,
-    mentions,
-    swa_bound_slots,
-    translates,
-)
-from swacheck.analysis.roles import ROLE_NAME_TRIGGERS, WRITE, role_of, words
-from swacheck.analysis.walk import walk
-from swacheck.config import DEFAULT_SWA_LOC_PATTERN, Config
-from swacheck.context import FileContext
+from swacheck.config import Config
 from swacheck.rule import Invalid, Rule, Valid
+from swacheck.semantics.function import BIND, FILL, Span
+from swacheck.semantics.model import FULL, SWA, WRITE, location_triggers, model_for
+from swacheck.semantics.modes import outside_hybrid
+from swacheck.semantics.project import Function
+from swacheck.semantics.terms import Const, Local, alternatives, consistent
+from swacheck.semantics.unit import FileUnit
+from swacheck.semantics.uses import TRANSLATOR, Use, uses
+from swacheck.semantics.values import Ctx, Space, Values, rows_root, translated_terms, view_root
 from swacheck.triggers import Trigger
 
 # A backend of the same project that takes each SWA value from the SWA side: the
@@ -51,37 +44,52 @@ def update_sliding_window_buffer(window_kv_indptr, window_kv_indices, allocator)
 class SwaValueFromFullSide(Rule):
     """
     ## What it does
-    Flags an SWA-space value taken straight from the full pool: an SWA write location,
-    page table or window index (a name of either role of SWA002: `swa_out_cache_loc`,
-    `out_cache_loc_swa`, `swa_loc=`, `swa_page_table`, `window_kv_indices`) bound to, or
-    filled from, full-pool values with no translation: the batch's `out_cache_loc`,
-    `req_to_token` pages, the full `page_table`, or a name with `full` and a location word.
-    The shapes: an assignment, a keyword argument (`KVWriteLoc(loc, swa_loc=loc)`: the
-    same value as the full location next to it), a dict entry, an in-place fill
-    (`swa_page_table[:, :n].copy_(req_to_token[...])`, slice assignment), and a Triton
-    kernel handed `req_to_token` and an SWA window/page-table buffer but not the mapping
-    (the kernel fills the buffer with full-pool indices). Views, slices, casts and
-    `// page_size` keep a value full-pool side; a local is full-pool side when every
-    binding of it is.
+    Flags a location handed to one pool's side when it holds the other's ids: a value
+    of the full pool's index space where SWA ids are needed, or an SWA value where full
+    ones are (I9). Values are followed through the code, not read off their names:
 
-    The names are those the project takes from the SWA side somewhere (bound to a
-    translation or an SWA value, handed to a translating call): a name never translated
-    anywhere lives in the full pool's index space in this design (a prefill-aware
-    window's page table over the full pool), whatever it is called. It stays silent
-    where the value is translated after all, in the same function (the
-    buffer is written or rebound from a translation, a gather through the mapping, a call
-    handed the mapping or a translator: `window_kv_indices[:n] =
-    translate(window_kv_indices[:n])`), where the other branch of the same `if` binds it
-    from the SWA side, and in a branch that runs only outside hybrid-SWA mode (`if not
-    self.is_hybrid_swa:`), where SWA and full slots coincide.
+    - *full-pool values*: the batch's `out_cache_loc`, `req_to_token` pages, the full
+      page table, a full sub-allocator's allocation, a full-space translator's result
+      (`translate_write_loc`, a `KVIndexTranslator` read or write of `IdSpaceKind.FULL`,
+      also by a per-kind call left at its default kind), a kernel that reads
+      `req_to_token` pages and is handed neither the full->SWA table nor a translator,
+      a parameter the function itself translates or gathers through the table;
+    - *SWA values*: a translation (`translate_loc_from_full_to_swa`, the per-kind calls
+      of `IdSpaceKind.SLIDING_WINDOW`), a gather through the full->SWA table, an SWA
+      sub-allocator's allocation, a kernel handed the table;
+    - followed through locals, both branches of an `if` (with the branch each binding
+      is made on: a binding on one branch never reaches a use on the other), views,
+      casts and arithmetic, in-place fills (`buf[:n] = translate(buf[:n])` translates
+      `buf`), fields of objects, module-level names, helpers' results and parameters,
+      across the files of the project.
+
+    Where SWA ids are needed: a name of an SWA write location or page table / window
+    index (a field, dict entry, local, keyword or parameter: `metadata.swa_out_cache_loc
+    = ...`, `KVWriteLoc(loc, swa_loc=...)`, `bufs["swa_page_table"] = ...`), a buffer so
+    named filled in place or by a kernel, the location arguments of a hybrid pool's
+    SWA half (`self.swa_kv_pool`, `self.swa_attn_allocator`: the `swa_` attribute of an
+    object that also has the `full_` one), the values written into the full->SWA
+    table, and the translators and tables of an entry keyed by the sliding-window space
+    (`IdSpace(key=(IdSpaceKind.SLIDING_WINDOW, ...), write=..., read_v2p=...)`). Where
+    full ids are: the full half's arguments, the table's rows, and the input of a
+    full->SWA translation (an SWA value translated again). A parameter its function
+    hands to any of these makes the callers' arguments uses too. A value of unknown
+    space that a test sends to the SWA half on one branch and to the full half on the
+    other, while the value itself does not follow the test, is flagged at the SWA half.
+
+    It stays silent in a branch that runs only outside hybrid-SWA mode (`if not
+    self.is_hybrid_swa:`, `if self._swa_kv_pool is None:`), where the two spaces are one,
+    where the value may be either space, and for a local translated later in the same
+    function (filled from `req_to_token`, then translated in place).
 
     ## Why is this bad?
     SWA values live in the SWA pool's index space; full-pool slot numbers go through
     the full->SWA mapping first (`translate_loc_from_full_to_swa`, from 0.5.13 each
-    backend's metadata, from 0.5.21 a `KVIndexTranslator`). A write location taken from
-    `out_cache_loc` stores the SWA layers' K/V at full-pool slot numbers, over other
-    requests' SWA KV or past the end of the smaller SWA pool; a page table or window
-    index built from `req_to_token` makes the SWA layers read the wrong tokens. Nothing
+    backend's metadata, from 0.5.21 a `KVIndexTranslator` per `IdSpaceKind`). A write
+    location taken from the full side stores the SWA layers' K/V at full-pool slot
+    numbers, over other requests' SWA KV or past the end of the smaller SWA pool; a page
+    table or window index built from `req_to_token` makes the SWA layers read the wrong
+    tokens; a translation applied twice addresses slots that belong to nobody. Nothing
     fails: the model quietly loses accuracy, as the seed reports' AIME regression did.
 
     ## Fix safety
@@ -91,12 +99,81 @@ class SwaValueFromFullSide(Rule):
 
     code = "SWA009"
     name = "swa-value-from-full-side"
-    summary = "SWA location, page table or window index taken straight from full-pool values"
+    summary = "SWA location, page table or window index taken from the wrong pool's side"
     config_keys = ("swa-loc-pattern", "translate-methods", "mapping-attributes")
     invariant = "I9"
     origin = "the current design: translation in the attention backends (#27617)"
+    semantic = True
 
     VALID = [
+        # the pool is chosen by the same test as the location (SGLang's SWAKVPool)
+        Valid(
+            """
+class HybridPool:
+    def __init__(self, full, swa):
+        self.full_kv_pool = full
+        self.swa_kv_pool = swa
+
+    def set_kv_buffer(self, layer, loc, swa_loc, k, v):
+        _, is_swa = self.layers_mapping[layer.layer_id]
+        pool = self.swa_kv_pool if is_swa else self.full_kv_pool
+        if is_swa:
+            loc = swa_loc
+        pool.set_kv_buffer(None, loc, k, v)
+"""
+        ),
+        # a window's full pages, named for the window, handed to the translation
+        Valid(
+            """
+def transfer(self, req, n):
+    window_indices = self.req_to_token_pool.req_to_token[req.req_pool_idx, :n].to(torch.int64)
+    swa_indices = self.allocator.translate_swa_indices_for_transfer(window_indices)
+    return swa_indices
+"""
+        ),
+        # virtual ids shared by both halves of a unified allocator, and a call of the SWA
+        # half that takes both sides' pages
+        Valid(
+            """
+class UnifiedAllocator:
+    def __init__(self, full, swa):
+        self.full_attn_allocator = full
+        self.swa_attn_allocator = swa
+
+    def set_inflight(self, out_cache_loc_virtual):
+        self.full_attn_allocator.set_inflight_forward(out_cache_loc_virtual)
+        self.swa_attn_allocator.set_inflight_forward(out_cache_loc_virtual)
+
+    def set_full_to_swa_mapping(self, full_indices, swa_indices):
+        self.swa_attn_allocator.bind(full_indices // self.page_size, swa_indices // self.page_size)
+"""
+        ),
+        # a kind that may name either space (a property choosing it) decides nothing
+        Valid(
+            """
+class Translator:
+    @property
+    def window_kv_kind(self):
+        return IdSpaceKind.SLIDING_WINDOW if self.has_window_pool else IdSpaceKind.FULL
+
+
+class Backend:
+    def refill(self, translator: Translator, plan, metadata):
+        translator.copy_page_table(
+            plan, out=metadata.swa_page_table, kind=translator.window_kv_kind
+        )
+"""
+        ),
+        # translated before the branch that stores it: the full value never reaches it
+        Valid(
+            """
+def init_forward_metadata(self, forward_batch, metadata):
+    loc = forward_batch.out_cache_loc
+    if self.is_hybrid_swa:
+        loc = self.token_to_kv_pool.translate_loc_from_full_to_swa(loc)
+        metadata.swa_out_cache_loc = loc
+"""
+        ),
         # 0.5.13+: the backend translates in its metadata
         Valid(
             """
@@ -213,6 +290,91 @@ def warmup_inputs(self):
         ),
     ]
     INVALID = [
+        # the full locations handed to the SWA sub-allocator instead of their SWA slots
+        Invalid(
+            """
+class HybridAllocator:
+    def __init__(self, full, swa):
+        self.full_attn_allocator = full
+        self.swa_attn_allocator = swa
+
+    def free_swa(self, free_index):
+        swa_indices = self.full_to_swa_index_mapping[free_index]
+        self.full_to_swa_index_mapping[free_index] = 0
+        self.swa_attn_allocator.free(free_index)
+""",
+            line=10,
+        ),
+        # the full sub-pool's translator filed under the sliding-window space
+        Invalid(
+            """
+def build_spaces(alloc):
+    spaces = {}
+    spaces[IdSpaceKind.FULL] = IdSpace(
+        key=(IdSpaceKind.FULL, id(alloc)), write=alloc.translate_write_loc
+    )
+    spaces[IdSpaceKind.SLIDING_WINDOW] = IdSpace(
+        key=(IdSpaceKind.SLIDING_WINDOW, id(alloc)), write=alloc.translate_write_loc
+    )
+    return spaces
+""",
+            line=7,
+        ),
+        # a helper that hands out the full space's write ids, stored as the SWA ones
+        Invalid(
+            """
+class Backend:
+    def _window_write_ids(self, forward_batch):
+        return self.kv_index_translator.write_ids(forward_batch, IdSpaceKind.FULL)
+
+    def init_forward_metadata(self, forward_batch, metadata):
+        metadata.swa_out_cache_loc = self._window_write_ids(forward_batch)
+""",
+            line=7,
+        ),
+        # a per-kind page-table fill without its kind fills the full table
+        Invalid(
+            """
+def refill(self, plan, metadata, bs):
+    self.kv_index_translator.copy_page_table(plan, out=metadata.page_table[:bs])
+    self.kv_index_translator.copy_page_table(plan, out=metadata.swa_page_table[:bs])
+""",
+            line=4,
+        ),
+        # the pool follows the layer, the location does not
+        Invalid(
+            """
+class HybridPool:
+    def __init__(self, full, swa):
+        self.full_kv_pool = full
+        self.swa_kv_pool = swa
+
+    def store(self, layer, loc, swa_loc, k, v):
+        is_swa = self.layers_mapping[layer.layer_id][1]
+        pool = self.swa_kv_pool if is_swa else self.full_kv_pool
+        pool.set_kv_buffer(None, loc, k, v)
+""",
+            line=10,
+        ),
+        # arguments swapped for a helper that writes the table
+        Invalid(
+            """
+class Allocator:
+    def set_mapping(self, full_indices, swa_indices):
+        self.full_to_swa_index_mapping[full_indices] = swa_indices
+
+    def alloc(self, n):
+        full = self.full_attn_allocator.alloc(n)
+        swa = self.swa_attn_allocator.alloc(n)
+        self.set_mapping(swa, full)
+        return full
+
+    def __init__(self, full, swa):
+        self.full_attn_allocator = full
+        self.swa_attn_allocator = swa
+""",
+            line=9,
+        ),
         # SWA KV stored at full slot numbers
         Invalid(
             """
@@ -297,254 +459,136 @@ def load(self, forward_batch, n):
         ),
     ]
 
-    # A finding sits on a binding of an SWA role's name (its text is the trigger), and
-    # the exemptions read the same function.
-    region_safe = True
-
     @classmethod
     def triggers(cls, config: Config) -> frozenset[Trigger] | None:
-        """An SWA role's name has the word ``swa``, or ``window`` with an index or table
-        word (``roles.ROLE_NAME_TRIGGERS``; default pattern); a custom pattern has no
-        known fixed part: no prefilter."""
+        """Every use names one side or a space (``model.location_triggers``); a custom
+        ``swa-loc-pattern`` has no known fixed part: no prefilter."""
+        from swacheck.config import DEFAULT_SWA_LOC_PATTERN
+
         if config.swa_loc_pattern != DEFAULT_SWA_LOC_PATTERN:
             return None
-        return ROLE_NAME_TRIGGERS
+        return location_triggers(model_for(config))
 
-    @classmethod
-    def collect_facts(cls, context: FileContext) -> frozenset[str] | None:
-        """The SWA names this file binds or fills from the SWA side."""
-        return swa_bound_slots(context) or None
+    def check(self, unit: FileUnit) -> None:
+        values = unit.values
+        for function in unit.functions():
+            self._function(function, values)
 
-    @property
-    def swa_slots(self) -> frozenset[str]:
-        """The SWA names some file of the project binds from the SWA side: names of the
-        SWA index space in this design (a name never translated anywhere, such as a
-        prefill-aware page table over the full pool, is not one)."""
-        project = self.context.project
-
-        def union() -> frozenset[str]:
-            return frozenset(name for _, names in project.rule_facts(self.code) for name in names)
-
-        return project.memo(("swa009-slots",), union)
-
-    # -- bindings ----------------------------------------------------------------------------
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        for target in node.targets:
-            self._bound(target.target, node.value, node)
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        if node.value is not None:
-            self._bound(node.target, node.value, node)
-
-    def visit_DictElement(self, node: cst.DictElement) -> None:
-        if isinstance(node.key, cst.SimpleString):
-            key = node.key.evaluated_value
-            if isinstance(key, str):
-                self._candidate(key, None, node.value, node)
-
-    def _bound(
-        self, target: cst.BaseExpression, value: cst.BaseExpression, statement: cst.CSTNode
-    ) -> None:
-        if isinstance(target, cst.Subscript):  # a slice store into an SWA buffer
-            base, _ = strip_views(target)
-            if base is not target:
-                name = target_name(base)
-                if name is not None:
-                    self._candidate(name, base, value, statement, filled=True)
-                return
-        name = target_name(target)
-        if name is not None:
-            self._candidate(name, target, value, statement)
-
-    def visit_Call(self, node: cst.Call) -> None:
-        func = node.func
-        if isinstance(func, cst.Subscript):
-            self._kernel(node)
-            return
-        if call_name(node) == "copy_" and isinstance(func, cst.Attribute) and node.args:
-            base, _ = strip_views(func.value)
-            name = target_name(base)
-            if name is not None:
-                self._candidate(name, base, node.args[0].value, node, filled=True)
-        texts = {
-            self.context.module.code_for_node(a.value)
-            for a in node.args
-            if a.keyword is None or role_of(a.keyword.value, self.context.names) is None
-        }
-        for arg in node.args:
-            if arg.keyword is None:
-                continue
-            keyword = arg.keyword.value
-            if role_of(keyword, self.context.names) is None:
-                continue
-            if self._candidate(keyword, None, arg.value, arg):
-                continue
-            text = self.context.module.code_for_node(arg.value)
-            # Two calls written alike build two values (`TritonWarmupTensor(...)` stubs
-            # of a kernel's warm-up): only a reference is the same value twice.
-            if text in texts and not _is_none(arg.value) and not isinstance(arg.value, cst.Call):
-                self._report(
-                    keyword,
-                    arg,
-                    f"the same value as the full-pool location `{text}` beside it",
-                )
-
-    # -- the shapes --------------------------------------------------------------------------
-
-    def _candidate(
-        self,
-        name: str,
-        target: cst.BaseExpression | None,
-        value: cst.BaseExpression,
-        node: cst.CSTNode,
-        filled: bool = False,
-    ) -> bool:
-        """Report ``value`` bound to (or filled into) the SWA name ``name`` when it is
-        full-pool side and no exemption holds; whether it was reported."""
-        if role_of(name, self.context.names) is None or name not in self.swa_slots:
-            return False
-        function = self.context.enclosing(node, cst.FunctionDef)
-        origin = full_side(value, function)
-        if origin is None:
-            return False
-        text = (dotted_name(target) if target is not None else None) or name
-        if self._exempt(node, function, text):
-            return False
-        self._report(name, node, f"{'filled from' if filled else ''} {origin}".strip())
-        return True
-
-    def _kernel(self, launch: cst.Call) -> None:
-        """``kernel[grid](req_to_token, ..., window_kv_indices, ...)`` without the mapping."""
-        function = self.context.enclosing(launch, cst.FunctionDef)
-        full = [full_side(a.value, function) for a in launch.args]
-        pages = [f for f in full if f and "req_to_token" in f]
-        if not pages or translates(launch, self.context.names, function):
-            return
-        for arg in launch.args:
-            value = arg.value
-            if (
-                isinstance(value, cst.Name)
-                and role_of(value.value, self.context.names)
-                and not self._exempt(launch, function, value.value)
-            ):
-                self._report(value.value, value, f"filled from {pages[0]} by this kernel")
-
-    # -- exemptions --------------------------------------------------------------------------
-
-    def _exempt(self, node: cst.CSTNode, function: cst.FunctionDef | None, text: str) -> bool:
-        if function is None:
-            return False
-        ctx = self.context
-        statement = _statement(node, ctx)
-        # a branch that runs only outside hybrid-SWA mode, or whose sibling translates
-        child: cst.CSTNode = statement
-        for ancestor in ctx.ancestors(statement):
-            if ancestor is function:
+    def _function(self, function: Function, values: Values) -> None:
+        ctx = Ctx(function)
+        reported: set[tuple[int, str]] = set()
+        translated = None
+        found = list(uses(function, values))
+        for use in found:
+            if use.checks == TRANSLATOR:
+                facts = values.translator_space(use.value, ctx)
+            else:
+                facts = values.space(use.value, ctx)
+            for fact in facts:
+                if fact.space not in (FULL, SWA) or fact.space == use.space:
+                    continue
+                if use.space == FULL and fact.weak:
+                    continue  # named for the SWA side only: a buffer translated in place
+                if not consistent(use.event.guard, use.guard, fact.guard):
+                    continue
+                if outside_hybrid(use.event.guard | use.guard | fact.guard, values.model):
+                    continue
+                if use.local is not None:
+                    if _translated_later(function, use, values, ctx):
+                        continue
+                    if translated is None:
+                        translated = translated_terms(function.facts, values.model)
+                    if rows_root(use.value) in translated:
+                        continue
+                key = (use.place.line, use.where)
+                if key not in reported:
+                    reported.add(key)
+                    self._report(use, fact)
                 break
-            if isinstance(ancestor, cst.If):
-                in_body = child is ancestor.body
-                key = guard_key(ancestor.test)
-                polarity = swa_guard_polarity(key, ctx.names) if key else None
-                if polarity is not None and polarity != in_body:
-                    return True
-                other = ancestor.orelse if in_body else ancestor.body
-                if other is not None and _binds_from_swa(other, text, ctx.names, function):
-                    return True
-            child = ancestor
-        # translated after all, later in the function
-        start = ctx.start(statement)
-        for later in _statements(function):
-            if later is statement or ctx.start(later) <= start:
-                continue
-            if _translates_target(later, text, ctx.names, function):
-                return True
-        return False
+        self._conflicts(found, values, ctx, reported)
 
-    def _report(self, name: str, node: cst.CSTNode, origin: str) -> None:
-        role = role_of(name, self.context.names)
-        if role == WRITE:
-            noun, effect = (
-                "SWA write location",
-                "its SWA layers' K/V are stored at full-pool slot numbers, over other "
-                "requests' SWA KV or past the end of the smaller SWA pool",
+    def _conflicts(
+        self, found: list[Use], values: Values, ctx: Ctx, reported: set[tuple[int, str]]
+    ) -> None:
+        """A value of unknown space that a test sends to the SWA half on one branch and
+        to the full half on the other, while the value does not follow the test."""
+        needs: dict[object, list[tuple[str, Use, frozenset]]] = {}
+        for use in found:
+            if use.checks == TRANSLATOR:
+                continue
+            for guard, value in alternatives(use.value):
+                if not consistent(guard, use.guard, use.event.guard):
+                    continue
+                if isinstance(value, Const) or values.space(value, ctx):
+                    continue
+                needs.setdefault(view_root(value), []).append(
+                    (use.space, use, guard | use.guard | use.event.guard)
+                )
+        for items in needs.values():
+            fulls = [(u, g) for space, u, g in items if space == FULL]
+            for space, use, guard in items:
+                if space != SWA or outside_hybrid(guard, values.model):
+                    continue
+                other = [u for u, g in fulls if not consistent(g, guard)]
+                key = (use.place.line, use.where)
+                if other and key not in reported:
+                    reported.add(key)
+                    self.report_span(
+                        use.place,
+                        f"{use.where} is handed the same value as {other[0].where} on "
+                        f"line {other[0].place.line}, the full half's, while a test sends "
+                        "them to different halves: the SWA half gets full-pool ids, over "
+                        "other requests' SWA KV; translate it for the SWA half (I9)",
+                    )
+
+    def _report(self, use: Use, fact: Space) -> None:
+        if use.space == FULL:
+            message = (
+                f"{use.where} takes full-pool locations but is handed {fact.why}, already "
+                "on the SWA side: translated again (or written as a full slot) it addresses "
+                "slots that belong to other tokens (I9)"
+            )
+        elif use.checks == TRANSLATOR:
+            message = (
+                f"{use.where} is {fact.why}, a translator into the full space: every id "
+                "it yields for the sliding-window sub-pool addresses full-pool slots, over "
+                "other requests' SWA KV; use the SWA side's translator (I9)"
             )
         else:
-            noun = "SWA page table" if "table" in words(name) else "SWA window index"
-            effect = "SWA layers read SWA KV at full-pool slot numbers: the wrong tokens"
-        self.report(
-            node,
-            f"{noun} `{name}` is {origin} with no translation to the SWA side: {effect}; "
-            "translate it (`translate_loc_from_full_to_swa`, the backend's translator) "
-            "(I9)",
-        )
+            if use.role == WRITE:
+                noun = "SWA write location"
+                effect = (
+                    "its SWA layers' K/V are stored at full-pool slot numbers, over other "
+                    "requests' SWA KV or past the end of the smaller SWA pool"
+                )
+            elif use.role is not None:
+                noun = "SWA page table or window index"
+                effect = "SWA layers read SWA KV at full-pool slot numbers: the wrong tokens"
+            else:
+                noun = "SWA-side location"
+                effect = "the SWA pool is addressed at full-pool slot numbers"
+            message = (
+                f"{noun} {use.where} is handed {fact.why}, a full-pool value, with no "
+                f"translation to the SWA side: {effect}; translate it "
+                "(`translate_loc_from_full_to_swa`, the backend's translator) (I9)"
+            )
+        self.report_span(use.place, message)
 
 
-def _is_none(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Name) and node.value == "None"
+def _translated_later(function: Function, use: Use, values: Values, ctx: Ctx) -> bool:
+    """The local is rebound or filled from the SWA side after the use."""
+    after = (use.event.span.line, use.event.span.col)
+    local = Local(use.local or "")
+    for event in function.facts.events:
+        if (event.span.line, event.span.col) <= after or event.value is None:
+            continue
+        if (
+            event.kind in (BIND, FILL)
+            and event.target == local
+            and any(f.space == SWA for f in values.space(event.value, ctx))
+        ):
+            return True
+    return False
 
 
-def _statement(node: cst.CSTNode, context: FileContext) -> cst.CSTNode:
-    """The small statement (or compound statement) ``node`` is in."""
-    for ancestor in [node, *context.ancestors(node)]:
-        if isinstance(ancestor, cst.BaseSmallStatement | cst.BaseCompoundStatement):
-            return ancestor
-    return node
-
-
-def _statements(function: cst.FunctionDef) -> list[cst.CSTNode]:
-    """The small statements of ``function`` (not of nested functions)."""
-    found: list[cst.CSTNode] = []
-
-    class Visitor(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is function
-
-        def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
-            found.extend(node.body)
-            return False
-
-    walk(function, Visitor())
-    return found
-
-
-def _translates_target(
-    statement: cst.CSTNode, text: str, names: Names, scope: cst.FunctionDef
-) -> bool:
-    """``text`` is rebound or written from the SWA side, or handed to a translation."""
-    if isinstance(statement, cst.Assign | cst.AnnAssign | cst.AugAssign):
-        targets = (
-            [t.target for t in statement.targets]
-            if isinstance(statement, cst.Assign)
-            else [statement.target]
-        )
-        for target in targets:
-            base, _ = strip_views(target)
-            value = statement.value
-            if dotted_name(base) == text and value is not None and is_swa_side(value, names, scope):
-                return True
-    found = False
-
-    class Visitor(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            nonlocal found
-            if not found and translates(node, names, scope):
-                found = any(mentions(a.value, text) for a in node.args)
-
-    walk(statement, Visitor())
-    return found
-
-
-def _binds_from_swa(block: cst.CSTNode, text: str, names: Names, scope: cst.FunctionDef) -> bool:
-    found = False
-
-    class Visitor(cst.CSTVisitor):
-        def visit_Assign(self, node: cst.Assign) -> None:
-            nonlocal found
-            for target in node.targets:
-                base, _ = strip_views(target.target)
-                if dotted_name(base) == text and is_swa_side(node.value, names, scope):
-                    found = True
-
-    walk(block, Visitor())
-    return found
+__all__ = ["Span", "SwaValueFromFullSide"]

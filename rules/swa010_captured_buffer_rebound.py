@@ -20,10 +20,29 @@ from swacheck.analysis.graph_buffers import (
 )
 from swacheck.config import Config
 from swacheck.rule import Invalid, Rule, Valid
+from swacheck.semantics.function import BIND, FILL, RETURN, Event
+from swacheck.semantics.model import all_models, words
+from swacheck.semantics.terms import (
+    Attr,
+    Call,
+    Const,
+    Global,
+    Index,
+    Param,
+    Term,
+    alternatives,
+    render,
+)
+from swacheck.semantics.unit import FileUnit
 from swacheck.triggers import Trigger, all_of, compiled, word
 
 if TYPE_CHECKING:
     from swacheck.context import FileContext
+
+
+# A file of a vLLM tree (its slot mappings are padded with PAD_SLOT_ID = -1): the
+# examples that are vLLM's are audited with vLLM's model.
+_VLLM_UTILS = "PAD_SLOT_ID = -1  # the padding entry of a slot_mapping\n"
 
 
 class CapturedBufferRebound(Rule):
@@ -57,6 +76,16 @@ class CapturedBufferRebound(Rule):
     says the code runs at capture (`if in_capture:`, `if self.is_capturing():`) or
     allocates lazily (`if self.buf is None:`, `if not hasattr(self, "buf"):`).
 
+    Two more shapes are read off the values (the semantic core):
+
+    - a *copy* of a buffer the graph reads handed on as the batch's locations instead of
+      the buffer itself: `slot_mapping = blk_table.slot_mapping.gpu[:n].clone()`,
+      `metadata.swa_out_cache_loc = self.cuda_graph_swa_out_cache_loc[:n].clone()` (a
+      persistent buffer is an object's `gpu` buffer or a field named for the graph);
+    - captured metadata *replaced* on a replay path by a copy of it
+      (`self.forward_metadata = dataclasses.replace(metadata, swa_page_table=t)`,
+      `copy.copy(metadata)`): the graph keeps reading the captured object's tensors.
+
     ## Why is this bad?
     A captured graph replays its kernels on the addresses it captured (invariant I10). A
     buffer rebound after capture is a new tensor the graph never sees: the replay keeps
@@ -73,11 +102,22 @@ class CapturedBufferRebound(Rule):
 
     code = "SWA010"
     name = "captured-buffer-rebound"
-    summary = "a buffer a captured CUDA graph reads is rebound on a replay path"
+    summary = "A buffer a captured CUDA graph reads is rebound on a replay path"
     invariant = "I10"
     origin = "CUDA-graph contract (a graph replays on the addresses it captured)"
 
     VALID = [
+        # The view of the persistent buffer itself handed on; a copy for the host.
+        Valid(
+            """
+def slot_mapping_for(self, num_tokens_padded, num_tokens_unpadded):
+    slot_mapping = self.block_table.slot_mapping.gpu[:num_tokens_padded]
+    slot_mapping[num_tokens_unpadded:num_tokens_padded].fill_(-1)
+    self.host_slots = slot_mapping.clone().cpu()
+    return slot_mapping
+""",
+            files={"vllm/v1/attention/backends/utils.py": _VLLM_UTILS},
+        ),
         # The 0.5.13+ backend shape: the captured buffer refilled in place, a metadata
         # field bound to a view of it.
         Valid(
@@ -227,6 +267,32 @@ class ForwardBatch:
         ),
     ]
     INVALID = [
+        # vLLM: a clone of the persistent slot mapping handed to attention instead of
+        # the buffer the full CUDA graph captured.
+        Invalid(
+            """
+def slot_mapping_for(self, num_tokens_padded, num_tokens_unpadded):
+    slot_mapping = self.block_table.slot_mapping.gpu[:num_tokens_padded].clone()
+    slot_mapping[num_tokens_unpadded:num_tokens_padded].fill_(-1)
+    return slot_mapping
+""",
+            line=3,
+            files={"vllm/v1/attention/backends/utils.py": _VLLM_UTILS},
+        ),
+        # The captured metadata replaced by a copy with a new page table on replay.
+        Invalid(
+            """
+import dataclasses
+
+
+class FlashAttentionBackend:
+    def init_forward_metadata_replay_cuda_graph(self, bs, forward_batch):
+        metadata = self.decode_cuda_graph_metadata[bs]
+        table = self.pool.translate_loc_from_full_to_swa(metadata.page_table)
+        self.forward_metadata = dataclasses.replace(metadata, swa_page_table=table)
+""",
+            line=9,
+        ),
         # The backend's graph buffer rebound to the translation in the replay path.
         Invalid(
             """
@@ -389,6 +455,41 @@ class CudaGraphBufferRegistry:
     # file of tensor code.
     region_safe = True
 
+    # -- copies of what the graph reads (the semantic core) -------------------------------
+
+    def check(self, unit: FileUnit) -> None:
+        for function in unit.functions():
+            replay = is_replay_name(function.facts.name)
+            for event in function.facts.events:
+                value = event.value
+                if value is None or event.kind not in (BIND, RETURN, FILL):
+                    continue
+                if event.kind == FILL and not isinstance(event.region, Const):
+                    continue  # copied into a buffer: filled in place
+                copied = _copy_of_persistent(value)
+                named = event.kind == RETURN or (unit.model.location_role(_name(event)) is not None)
+                if copied is not None and named:
+                    self.report_span(
+                        event.span,
+                        f"a copy of `{copied}`, a buffer the captured graph reads, is "
+                        "handed on as the batch's locations: the replay keeps reading the "
+                        "buffer it captured, not the copy, so whatever is written into the "
+                        "copy never reaches it; hand on the buffer's view itself (I10)",
+                    )
+                elif (
+                    replay
+                    and event.kind == BIND
+                    and _kept(event.target, function.self_param)
+                    and _replaced(value)
+                ):
+                    self.report_span(
+                        event.span,
+                        f"`{event.text}` is replaced on a replay path by a copy of captured "
+                        "metadata: the captured graph keeps reading the tensors of the "
+                        "object it captured, so what the copy changes never reaches the "
+                        "replay; fill the captured object's tensors in place (I10)",
+                    )
+
     @classmethod
     def triggers(cls, config: Config) -> frozenset[Trigger] | None:
         """Graph words (``graph``, ``capture``, ``replay``, ``populate``, ``refill``,
@@ -405,7 +506,8 @@ class CudaGraphBufferRegistry:
         tensor text (the engine runs it only where its triggers hold): a CUDA graph's
         buffers are tensors.
         """
-        return frozenset({all_of(_GRAPH_WORDS, TENSOR_TEXT)})
+        engines = [word(name) for model in all_models(config) for name in model.locations]
+        return frozenset({all_of(_GRAPH_WORDS, TENSOR_TEXT), *engines})
 
     @classmethod
     def collect_facts(cls, context: FileContext) -> FileFacts | None:
@@ -474,3 +576,47 @@ class CudaGraphBufferRegistry:
 
 
 _GRAPH_WORDS: frozenset[Trigger] = frozenset({*GRAPH_TEXT, word(CG_WORD)})
+
+
+_COPIES = frozenset({"clone", "detach_clone"})
+
+
+def _name(event: Event) -> str:
+    if event.kind == FILL and isinstance(event.region, Const):
+        return str(event.region.value)
+    return (event.text or "").rsplit(".", 1)[-1]
+
+
+def _copy_of_persistent(term: Term) -> str | None:
+    """The buffer ``term`` is a copy of (``buf[:n].clone()``), where that buffer is a
+    persistent one: an object's ``gpu`` buffer or a field named for the graph."""
+    for _, value in alternatives(term):
+        if isinstance(value, Call) and isinstance(value.func, Attr) and value.func.name in _COPIES:
+            base = value.func.base
+            while isinstance(base, Index):
+                base = base.base
+            if isinstance(base, Attr) and (
+                base.name == "gpu" or CG_WORD in words(base.name) or "graph" in base.name
+            ):
+                return render(base)
+    return None
+
+
+def _replaced(term: Term) -> bool:
+    """A copy of an object: ``dataclasses.replace(x, ...)``, ``copy.copy(x)``."""
+    return any(
+        isinstance(value, Call)
+        and isinstance(value.func, Global)
+        and value.func.name in ("dataclasses.replace", "copy.copy", "copy.deepcopy", "replace")
+        for _, value in alternatives(term)
+    )
+
+
+def _kept(target: Term | None, receiver: str | None) -> bool:
+    """A field of the object itself (``self.forward_metadata``): what a replay hands the
+    captured kernels outlives the call, unlike a local copy."""
+    while isinstance(target, Attr):
+        target = target.base
+        if isinstance(target, Param) and target.name == receiver:
+            return True
+    return False

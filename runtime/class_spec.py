@@ -31,18 +31,28 @@ class ClassSpec:
 
     def load(self) -> type:
         """The class named: a ``ValueError`` naming the spec and what is wrong when the
-        module or the name cannot be found, the name is not a class, or it is a class
-        whose construction cannot be watched (a built-in such as ``int``)."""
+        module or the name cannot be found, importing or reading it raises (whatever it
+        raises: an engine module may call ``sys.exit`` at import), the name is not a
+        class, or it is a class whose construction cannot be watched (a built-in such as
+        ``int``). Only ``KeyboardInterrupt`` passes through."""
         spec = self.text or f"{self.module}:{self.qualname}"
         try:
             obj: Any = importlib.import_module(self.module)
         except ImportError as exc:
             raise ValueError(f"{spec}: cannot import {self.module}: {exc}") from None
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # the module's own code failed (SystemExit too)
+            raise ValueError(f"{spec}: importing {self.module} raised {_raised(exc)}") from None
         for part in self.qualname.split("."):
             try:
                 obj = getattr(obj, part)
             except AttributeError:
                 raise ValueError(f"{spec}: {self.module} has no {self.qualname}") from None
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:  # a module ``__getattr__`` or a descriptor failed
+                raise ValueError(f"{spec}: reading {self.qualname} raised {_raised(exc)}") from None
         if not isinstance(obj, type):
             raise ValueError(f"{spec}: {self.qualname} is a {type(obj).__name__}, not a class")
         if not obj.__flags__ & _HEAPTYPE or obj.__flags__ & _IMMUTABLETYPE:
@@ -51,6 +61,12 @@ class ClassSpec:
                 f"be watched; name an engine class defined in Python"
             )
         return obj
+
+
+def _raised(exc: BaseException) -> str:
+    """An exception as a usage error names it: its type and its message."""
+    message = str(exc)
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
 def parse_class_spec(spec: str) -> ClassSpec:

@@ -16,25 +16,25 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import fields
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 from swacheck import __version__
 from swacheck.catalogue import RuleSpec, catalogue
-from swacheck.config import Config, ConfigError, parse_override, resolve_config
+from swacheck.config import Config, ConfigError, parse_override, resolve_config, settings
 from swacheck.engine.baseline import Baseline, BaselineError, write_baseline
 from swacheck.engine.cache import result_cache
 from swacheck.engine.codes import ENGINE_CODES
 from swacheck.engine.cores import available_cores
 from swacheck.engine.project import find_root
 from swacheck.engine.result import AuditResult
-from swacheck.engine.selection import Selection, select
+from swacheck.engine.selection import Selection, select, with_fixable_flags
 from swacheck.engine.texts import FileTexts
 from swacheck.engine.workspace import Workspace
 from swacheck.report import DEFAULT_FORMAT, FORMATS, HUMAN_FORMATS, renderer
 from swacheck.report.context import ReportContext
-from swacheck.report.progress import ProgressLine
+from swacheck.report.progress import IndexingNote, ProgressLine
 from swacheck.report.style import Style, wants_colour
 from swacheck.report.summary import (
     closing,
@@ -64,6 +64,21 @@ def _codes(value: str) -> list[str]:
     return [code.strip().upper() for code in value.split(",") if code.strip()]
 
 
+def _patterns(value: str) -> list[str]:
+    return [pattern.strip() for pattern in value.split(",") if pattern.strip()]
+
+
+def _pattern_codes(value: str) -> list[tuple[str, str]]:
+    """``PATTERN:CODE[,PATTERN:CODE...]``, ruff's ``--per-file-ignores`` pairs."""
+    pairs = []
+    for item in _patterns(value):
+        pattern, colon, code = item.rpartition(":")
+        if not colon or not pattern.strip() or not code.strip():
+            raise argparse.ArgumentTypeError(f"expected PATTERN:CODE, got {item!r}")
+        pairs.append((pattern.strip(), code.strip().upper()))
+    return pairs
+
+
 def _audit_parser(commands: Any) -> None:
     audit = commands.add_parser(
         "audit", aliases=["check"], help="lint files and folders (default: .); alias: check"
@@ -77,6 +92,46 @@ def _audit_parser(commands: Any) -> None:
         "--extend-select", type=_codes, help="like --select, but adds to the selection"
     )
     rules.add_argument("--ignore", type=_codes, help="comma-separated codes or prefixes to skip")
+    rules.add_argument(
+        "--per-file-ignores",
+        type=_pattern_codes,
+        action="extend",
+        metavar="PATTERN:CODE",
+        help="codes to skip in files matching PATTERN (comma-separated pairs; replaces the "
+        "configured per-file-ignores)",
+    )
+    rules.add_argument(
+        "--extend-per-file-ignores",
+        type=_pattern_codes,
+        action="extend",
+        default=[],
+        metavar="PATTERN:CODE",
+        help="like --per-file-ignores, but adds to the configured ones",
+    )
+    rules.add_argument(
+        "--fixable",
+        type=_codes,
+        action="extend",
+        metavar="CODES",
+        help="codes or prefixes whose fixes are offered (replaces the configured fixable)",
+    )
+    rules.add_argument(
+        "--unfixable",
+        type=_codes,
+        action="extend",
+        default=[],
+        metavar="CODES",
+        help="codes or prefixes whose fixes are not offered; wins over --fixable",
+    )
+    rules.add_argument(
+        "--extend-fixable",
+        type=_codes,
+        action="extend",
+        default=[],
+        metavar="CODES",
+        help="like --fixable, but adds to the configured fixable codes",
+    )
+    rules.add_argument("--ignore-noqa", action="store_true", help="ignore every `# noqa` comment")
     fixing = audit.add_argument_group("fixes")
     fixing.add_argument("--fix", action="store_true", help="apply safe fixes in place")
     fixing.add_argument("--unsafe-fixes", action="store_true", help="also apply unsafe fixes")
@@ -130,6 +185,9 @@ def _audit_parser(commands: Any) -> None:
     out.add_argument(
         "--show-settings", action="store_true", help="print the resolved settings and exit"
     )
+    out.add_argument(
+        "--show-files", action="store_true", help="print the files an audit would report on"
+    )
     status = audit.add_argument_group("exit status")
     status.add_argument("-e", "--exit-zero", action="store_true", help="exit 0 despite findings")
     status.add_argument(
@@ -138,6 +196,21 @@ def _audit_parser(commands: Any) -> None:
         help="exit 1 when --fix changed a file, even if no finding is left",
     )
     files = audit.add_argument_group("files")
+    files.add_argument(
+        "--exclude",
+        type=_patterns,
+        action="extend",
+        metavar="FILE_PATTERN",
+        help="paths to leave out (comma-separated globs; replaces exclude and its defaults)",
+    )
+    files.add_argument(
+        "--extend-exclude",
+        type=_patterns,
+        action="extend",
+        default=[],
+        metavar="FILE_PATTERN",
+        help="like --exclude, but adds to the configured extend-exclude",
+    )
     files.add_argument(
         "--force-exclude",
         action="store_true",
@@ -151,6 +224,11 @@ def _audit_parser(commands: Any) -> None:
         default=[],
         metavar="CONFIG_OPTION",
         help="a TOML file, or a TOML `KEY = VALUE` pair overriding one option (repeatable)",
+    )
+    config.add_argument(
+        "--isolated",
+        action="store_true",
+        help="ignore every configuration file (--config KEY=VALUE overrides still apply)",
     )
     config.add_argument("-n", "--no-cache", action="store_true", help="neither read nor write it")
     config.add_argument(
@@ -228,10 +306,36 @@ def _configuration(args: argparse.Namespace, paths: Sequence[Path]) -> Config:
             overrides.update(parse_override(value))
     if len(files) > 1:
         raise ConfigError(f"--config: one configuration file at most, got {len(files)}")
+    if files and args.isolated:
+        raise ConfigError(
+            f"--config {files[0]} cannot be used with --isolated, which ignores every "
+            "configuration file"
+        )
+    args.overridden = frozenset(overrides)
     if "cache-dir" in overrides and args.cache_dir is None:
         # The user's own say, as --cache-dir: it may lie outside the project.
         args.cache_dir = Path(overrides["cache-dir"])
-    return resolve_config(files[0] if files else None, paths, overrides)
+    found = resolve_config(files[0] if files else None, [] if args.isolated else paths, overrides)
+    return _with_flags(found, args)
+
+
+def _with_flags(config: Config, args: argparse.Namespace) -> Config:
+    """``config`` with ruff's flags that override its keys: ``--exclude`` and
+    ``--per-file-ignores`` replace them, their ``--extend-*`` add to them; and
+    ``--ignore-noqa``, which no key has."""
+    changes: dict[str, Any] = {"ignore_noqa": True} if args.ignore_noqa else {}
+    if args.exclude is not None:
+        changes["exclude"] = tuple(args.exclude)
+    if args.extend_exclude:
+        changes["extend_exclude"] = (*config.extend_exclude, *args.extend_exclude)
+    ignores = {} if args.per_file_ignores is not None else config.per_file_ignores
+    pairs = [*(args.per_file_ignores or ()), *args.extend_per_file_ignores]
+    if args.per_file_ignores is not None or pairs:
+        merged = {glob: list(codes) for glob, codes in ignores.items()}
+        for pattern, code in pairs:
+            merged.setdefault(pattern, []).append(code)
+        changes["per_file_ignores"] = {glob: tuple(codes) for glob, codes in merged.items()}
+    return replace(config, **changes) if changes else config
 
 
 @contextlib.contextmanager
@@ -265,10 +369,15 @@ def _audit(args: argparse.Namespace) -> int:
     root = find_root(paths[0] if paths else Path("."))
     cache = None if args.no_cache else result_cache(config, args.cache_dir, root)
     specs = catalogue(config, cache)
-    selection = select(specs, config, args.select, args.ignore, args.extend_select)
+    selection = select(
+        specs, config, args.select, args.ignore, args.extend_select, overridden=args.overridden
+    )
+    codes = [spec.code for spec in specs] + [c.code for c in ENGINE_CODES]
+    config = with_fixable_flags(config, codes, args.fixable, args.extend_fixable, args.unfixable)
     if args.show_settings:
         return _show_settings(config, paths, selection, args.cache_dir)
     baseline = Baseline.load(args.baseline) if args.baseline and not args.write_baseline else None
+    jobs = args.jobs or available_cores()
     workspace = Workspace(
         config,
         selection.rules,
@@ -277,9 +386,11 @@ def _audit(args: argparse.Namespace) -> int:
         known_codes=[spec.code for spec in specs],
         cache=not args.no_cache,
         cache_dir=args.cache_dir,
-        jobs=args.jobs or available_cores(),
+        jobs=jobs,
         prefilter=not args.no_prefilter,
     )
+    if args.show_files:
+        return _show_files(workspace, paths, args)
     fix = args.fix and not args.diff
     options = {
         "fix": fix,
@@ -290,6 +401,7 @@ def _audit(args: argparse.Namespace) -> int:
     documents: dict[str, bytes] = {}
     progress = _progress_line(args)
     options["progress"] = progress
+    options["indexing"] = _indexing_note(args, stdin, jobs)
     with progress if progress is not None else contextlib.nullcontext():  # erased however it ends
         if stdin:
             text = sys.stdin.buffer.read()
@@ -336,6 +448,15 @@ def _progress_line(args: argparse.Namespace) -> ProgressLine | None:
     if args.quiet or args.silent or not human or not sys.stderr.isatty():
         return None
     return ProgressLine(sys.stderr)
+
+
+def _indexing_note(args: argparse.Namespace, stdin: bool, jobs: int) -> IndexingNote | None:
+    """The one line saying a long indexing is under way, for whoever reads stderr later
+    (pre-commit and CI logs capture it); not with ``-q``/``-s``, nor for an editor's
+    stdin."""
+    if args.quiet or args.silent or stdin:
+        return None
+    return IndexingNote(sys.stderr, jobs, cached=not args.no_cache)
 
 
 def _check_adoption_options(args: argparse.Namespace, stdin: bool) -> None:
@@ -388,26 +509,26 @@ def _wrote_baseline(
 def _apply_baseline(
     baseline: Baseline, result: AuditResult, texts: FileTexts, enabled: list[str]
 ) -> list[str]:
-    """Drop the findings ``baseline`` records from ``result``; the warnings to print."""
+    """Drop the findings ``baseline`` records from ``result``; the warnings to print.
+
+    Only news is said: entries whose finding is gone. The recorded findings themselves
+    are what the baseline is for, so a run where nothing changed prints nothing (every
+    pre-commit call shows it).
+    """
     stale = baseline.stale(result.findings, texts, result.files, enabled)
-    result.findings, known = baseline.split(result.findings, texts)
-    notes = []
-    if known:
-        notes.append(
-            f"{count(len(known), 'finding')} recorded in the baseline {baseline.path} not reported"
-        )
-    if stale:
-        listed = "".join(
-            f"\n  {e.file}: {e.code} on `{e.line}`"
-            + (f" (occurrence {e.occurrence + 1})" if e.occurrence else "")
-            for e in stale
-        )
-        notes.append(
-            f"{count(len(stale), 'baseline entry', 'baseline entries')} of {baseline.path} "
-            f"found no finding (fixed, or the line changed; --write-baseline drops them):"
-            f"{listed}"
-        )
-    return notes
+    result.findings, _ = baseline.split(result.findings, texts)
+    if not stale:
+        return []
+    listed = "".join(
+        f"\n  {e.file}: {e.code} on `{e.line}`"
+        + (f" (occurrence {e.occurrence + 1})" if e.occurrence else "")
+        for e in stale
+    )
+    return [
+        f"{count(len(stale), 'baseline entry', 'baseline entries')} of {baseline.path} "
+        f"found no finding (fixed, or the line changed; --write-baseline drops them):"
+        f"{listed}"
+    ]
 
 
 class _Terminated(BaseException):
@@ -487,21 +608,31 @@ def _show_settings(
     print(f"Settings path: {config.source or 'none (defaults)'}")
     print(f"Project root: {root or 'none (only the given files are the context)'}")
     cache = result_cache(config, cache_dir, root)
-    print(f"Cache folder: {cache.folder or f'none ({cache.problem})'}")
+    print(f"Cache folder: {cache.folder if cache.usable() else f'none ({cache.problem})'}")
     print()
     print("[tool.swacheck]")
-    for field in fields(config):
-        if field.name == "source":
-            continue
-        value = getattr(config, field.name)
+    for key, value in settings(config).items():
         if isinstance(value, tuple):
             value = list(value)
         elif not isinstance(value, str | bool | int | float):
             value = {k: v if isinstance(v, str) else list(v) for k, v in value.items()}
-        print(f"{field.name.replace('_', '-')} = {json.dumps(value)}")
+        print(f"{key} = {json.dumps(value)}")
     print()
     enabled = [spec.code for spec in selection.rules] + sorted(selection.engine_codes)
     print(f"# enabled codes: {', '.join(sorted(enabled))}")
+    return EXIT_CLEAN
+
+
+def _show_files(workspace: Workspace, paths: Sequence[Path], args: argparse.Namespace) -> int:
+    """``--show-files``: the files an audit of ``paths`` reports on, absolute and sorted."""
+    found, warnings = workspace.files(paths, force_exclude=args.force_exclude)
+    for path in found:
+        print(path)
+    if not (args.quiet or args.silent):
+        if not found:
+            warnings.append("No Python files found under the given path(s)")
+        for warning in warnings:
+            print(f"warning: {warning}", file=sys.stderr)
     return EXIT_CLEAN
 
 

@@ -84,6 +84,11 @@ class Config:
     exclude: tuple[str, ...] = ()
     extend_exclude: tuple[str, ...] = ()
     per_file_ignores: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Which codes' fixes are offered, as ruff's ``lint.fixable``/``extend-fixable``/
+    # ``unfixable`` (empty ``fixable``: every code); a code left out has no fix, anywhere.
+    fixable: tuple[str, ...] = ()
+    extend_fixable: tuple[str, ...] = ()
+    unfixable: tuple[str, ...] = ()
     respect_gitignore: bool = True
     cache_dir: str = ".swacheck_cache"
     # Per-file bounds (0: none), so one generated or hostile file cannot stall or kill a
@@ -93,14 +98,20 @@ class Config:
     max_file_size: int = 1_000_000
     max_file_time: float = 20.0
     max_file_memory: int = 768
+    # ``--ignore-noqa``: suppression comments suppress nothing (a command-line flag only,
+    # as in ruff: not a configuration key).
+    ignore_noqa: bool = False
     # Where the configuration was read from (``None``: defaults only).
     source: Path | None = None
 
     def __post_init__(self) -> None:
         try:
             re.compile(self.swa_loc_pattern)
-        except re.error as exc:
-            raise ConfigError(f"swa-loc-pattern: not a valid regular expression: {exc}") from None
+        except (re.error, RecursionError, OverflowError) as exc:  # too deep, a huge {n}
+            reason = str(exc) or type(exc).__name__
+            raise ConfigError(
+                f"swa-loc-pattern: not a valid regular expression: {reason}"
+            ) from None
         for key, globs in (("exclude", self.exclude), ("extend-exclude", self.extend_exclude)):
             for glob in globs:
                 import pathspec
@@ -251,7 +262,9 @@ REPORTING = (
 
 
 _DEFAULTS = Config()
-_KEYS = {f.name.replace("_", "-"): f for f in fields(Config) if f.name != "source"}
+# Fields that are no ``[tool.swacheck]`` key: where it was read from, command-line flags.
+_NOT_KEYS = ("source", "ignore_noqa")
+_KEYS = {f.name.replace("_", "-"): f for f in fields(Config) if f.name not in _NOT_KEYS}
 _STRING_LIST_KEYS = {k for k, f in _KEYS.items() if isinstance(getattr(_DEFAULTS, f.name), tuple)}
 
 
@@ -262,6 +275,11 @@ def _string_list(key: str, value: Any) -> tuple[str, ...]:
         if not isinstance(item, str):
             raise ConfigError(f"{key}: expected a list of strings, found {item!r}")
     return tuple(value)
+
+
+def settings(config: Config) -> dict[str, Any]:
+    """The configuration's keys, spelled as in ``[tool.swacheck]``, and their values."""
+    return {key: getattr(config, f.name) for key, f in _KEYS.items()}
 
 
 def config_from_table(table: Mapping[str, Any], source: Path | None = None) -> Config:
@@ -313,10 +331,10 @@ def _table(path: Path) -> dict[str, Any]:
         raw = read_regular(path, CONFIG_FILE_LIMIT).data
         if raw is None:
             raise ConfigError(f"{path}: cannot read: larger than {CONFIG_FILE_LIMIT:,} bytes")
-        data = tomllib.loads(raw.decode("utf-8"))
+        data = _toml(raw.decode("utf-8"))
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+    except ValueError as exc:  # TOMLDecodeError, UnicodeDecodeError, _toml's own
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     tool = data.get("tool", {})
     if not isinstance(tool, dict):
@@ -337,11 +355,23 @@ def load_config_file(path: Path, overrides: Mapping[str, Any] | None = None) -> 
         raise ConfigError(f"{path}: {exc}") from None
 
 
+def _toml(text: str) -> dict[str, Any]:
+    """``text`` parsed as TOML; ``ValueError`` for anything the parser refuses or dies on.
+
+    tomllib raises more than ``TOMLDecodeError``: ``RecursionError`` for arrays or inline
+    tables nested a few hundred deep, ``ValueError`` for an integer over 4,300 digits.
+    """
+    try:
+        return tomllib.loads(text)
+    except RecursionError:
+        raise ValueError("arrays or inline tables nested too deeply") from None
+
+
 def parse_override(text: str) -> dict[str, Any]:
     """A ``--config`` value that is a TOML ``KEY = VALUE`` pair, as a table (ruff's syntax)."""
     try:
-        table = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+        table = _toml(text)
+    except ValueError as exc:
         raise ConfigError(
             f"--config {text!r}: not a configuration file, nor a TOML `KEY = VALUE` pair "
             f"overriding one option (e.g. --config \"select = ['SWA002']\"): {exc}"

@@ -74,6 +74,17 @@ class DiscoveryProblem:
     reason: str
 
 
+@dataclass
+class _Listing:
+    """A folder being walked: its remaining entries and what applies below it."""
+
+    entries: Iterator[os.DirEntry[str]]
+    relative: str
+    chain: list[str]
+    resolved: str
+    ignoring: bool
+
+
 class Discovery:
     def __init__(self, config: Config) -> None:
         self.config = config
@@ -224,17 +235,20 @@ class Discovery:
     def _walk(
         self, folder: str, relative: str, chain: list[str], resolved: str
     ) -> Iterator[tuple[str, str]]:
-        """``(path, path below the given folder)`` of the files below ``folder``;
-        ``resolved`` is its real path (no link is followed below the given folder, so a
-        child's real path is this plus its name)."""
-        try:
-            self.listed[folder] = os.stat(folder).st_mtime_ns
-            entries = sorted(os.scandir(folder), key=lambda e: e.name)
-        except OSError as exc:
-            self.problems.append(DiscoveryProblem(folder, exc.strerror or "unreadable"))
-            return
-        ignoring = self.config.respect_gitignore and any(self._gitignore(f) for f in chain)
-        for entry in entries:
+        """``(path, path below the given folder)`` of the files below ``folder``, depth
+        first in name order; ``resolved`` is its real path (no link is followed below the
+        given folder, so a child's real path is this plus its name).
+
+        A stack of listings, not recursion: a tree thousands of folders deep is walked
+        like any other (a recursive walk died of ``RecursionError`` at ~1,000 levels).
+        """
+        stack = [self._listing(folder, relative, chain, resolved)]
+        while stack:
+            listing = stack[-1]
+            entry = next(listing.entries, None)
+            if entry is None:
+                stack.pop()
+                continue
             name = entry.name
             try:
                 if entry.is_symlink():
@@ -244,22 +258,32 @@ class Discovery:
                 continue
             if not is_dir and not name.endswith((".py", ".pyi")):
                 continue
-            child = f"{relative}/{name}" if relative else name
+            child = f"{listing.relative}/{name}" if listing.relative else name
             if self._skipped(name, child, is_dir):
                 continue
-            real = os.path.join(resolved, name)
-            if ignoring and self._git_ignored(real, is_dir, chain):
+            real = os.path.join(listing.resolved, name)
+            if listing.ignoring and self._git_ignored(real, is_dir, listing.chain):
                 continue
             if is_dir:
                 # os.path, not Path: an unreadable folder is reported by the walk, not raised here.
-                sub_chain = (
-                    [*chain, real] if os.path.exists(os.path.join(real, ".gitignore")) else chain
-                )
-                yield from self._walk(entry.path, child, sub_chain, real)
+                has_ignore = os.path.exists(os.path.join(real, ".gitignore"))
+                sub_chain = [*listing.chain, real] if has_ignore else listing.chain
+                stack.append(self._listing(entry.path, child, sub_chain, real))
             elif self._regular(entry):
                 yield entry.path, child
             else:
                 self.problems.append(DiscoveryProblem(entry.path, NOT_REGULAR))
+
+    def _listing(self, folder: str, relative: str, chain: list[str], resolved: str) -> _Listing:
+        """``folder``'s entries in name order (none if it cannot be listed: reported)."""
+        try:
+            self.listed[folder] = os.stat(folder).st_mtime_ns
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError as exc:
+            self.problems.append(DiscoveryProblem(folder, exc.strerror or "unreadable"))
+            return _Listing(iter(()), relative, chain, resolved, False)
+        ignoring = self.config.respect_gitignore and any(self._gitignore(f) for f in chain)
+        return _Listing(iter(entries), relative, chain, resolved, ignoring)
 
     @staticmethod
     def _regular(entry: os.DirEntry[str]) -> bool:

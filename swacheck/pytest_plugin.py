@@ -33,6 +33,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import sys
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Generator
@@ -57,6 +58,7 @@ INI_LEVEL = "swa_sanitize"
 INI_ACTION = "swa_sanitize_action"
 INI_CLASSES = "swa_sanitize_classes"
 XDIST_KEY = "swacheck_sanitizer"
+XDIST_USAGE_KEY = "swacheck_usage_error"
 LEVELS = ("off", "fast", "full")
 ACTIONS = ("raise", "log")
 # Roles and cache models (``swacheck.runtime.class_spec``, spelled here for the help text:
@@ -69,6 +71,7 @@ _RANK_REPORTS = pytest.StashKey["list[SanitizerReport]"]()
 _STATS = pytest.StashKey["SessionStats"]()
 _CLASSES = pytest.StashKey["list[tuple[Any, type]]"]()
 _REPORT_WRITTEN = pytest.StashKey[Path]()
+_USAGE_ERROR = pytest.StashKey[str]()
 
 
 def _plural(n: int, word: str) -> str:
@@ -252,21 +255,65 @@ def _session_action(config: pytest.Config) -> str:
     return config.getoption(ACTION_OPTION) or config.getini(INI_ACTION) or "raise"
 
 
+def _marked(item: pytest.Item) -> tuple[str | None, str | None] | None:
+    """The ``(level, action)`` this test's marker asks for (``None`` where it leaves one
+    to the session), or ``None`` without a marker: a :class:`pytest.UsageError` naming
+    the test and the offending argument for anything else than ``level`` (first
+    positional or by name) of :data:`LEVELS` and ``action`` of :data:`ACTIONS`."""
+    marker = item.get_closest_marker(MARKER)
+    if marker is None:
+        return None
+
+    def bad(what: str) -> pytest.UsageError:
+        return pytest.UsageError(f"{item.nodeid}: @pytest.mark.{MARKER}: {what}")
+
+    if len(marker.args) > 1:
+        raise bad(f"takes level as its one positional argument, got {len(marker.args)}")
+    unknown = sorted(set(marker.kwargs) - {"level", "action"})
+    if unknown:
+        raise bad(f"unknown argument {unknown[0]!r} (it takes level= and action=)")
+    if marker.args and "level" in marker.kwargs:
+        raise bad("level given twice (positionally and by name)")
+    level = marker.kwargs.get("level", marker.args[0] if marker.args else None)
+    action = marker.kwargs.get("action")
+    if level is not None and level not in LEVELS:
+        raise bad(f"level={level!r}: expected one of {', '.join(LEVELS)}")
+    if action is not None and action not in ACTIONS:
+        raise bad(f"action={action!r}: expected one of {', '.join(ACTIONS)}")
+    return level, action
+
+
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """Every marker is checked before any test runs: a bad one is a usage error (exit 4),
+    as pytest's own option and ini errors are, not an error in the test it marks. A
+    pytest-xdist worker cannot end the session so: it runs nothing and hands the error to
+    the controller (:func:`pytest_testnodedown`), which ends with it."""
+    try:
+        for item in items:
+            _marked(item)
+    except pytest.UsageError as exc:
+        workeroutput = getattr(config, "workeroutput", None)
+        if workeroutput is None:
+            raise
+        workeroutput[XDIST_USAGE_KEY] = str(exc)
+        items[:] = []
+
+
 def _settings(item: pytest.Item) -> tuple[str, str] | None:
     """``(level, action)`` for this test, or ``None`` when it is not sanitized."""
     level = _session_level(item.config)
     action = _session_action(item.config)
-    marker = item.get_closest_marker(MARKER)
-    if marker is not None:
-        requested = marker.kwargs.get("level", marker.args[0] if marker.args else None)
+    marked = _marked(item)
+    if marked is not None:
+        requested, asked_action = marked
         level = requested or (level if level != "off" else "fast")
-        action = marker.kwargs.get("action", action)
+        action = asked_action or action
     elif level == "off" and {FIXTURE, RANKS_FIXTURE} & set(getattr(item, "fixturenames", ())):
         level = "fast"
     if level == "off":
         return None
-    if level not in LEVELS or action not in ACTIONS:
-        raise pytest.UsageError(f"{item.nodeid}: bad {MARKER} marker: level={level!r}")
     return level, action
 
 
@@ -284,10 +331,13 @@ def _watch_classes(item: pytest.Item, san: Sanitizer) -> None:
 def _start(item: pytest.Item, level: str, action: str) -> Sanitizer:
     if not _torch_available():
         pytest.skip("the SWA sanitizer needs torch (pip install 'swacheck[runtime]')")
-    from swacheck.config import resolve_config
+    from swacheck.config import ConfigError, resolve_config
     from swacheck.runtime import Sanitizer
 
-    config = resolve_config(None, [item.config.rootpath])
+    try:
+        config = resolve_config(None, [item.config.rootpath])
+    except ConfigError as exc:  # once for the session, not an error in every test
+        pytest.exit(f"swacheck configuration: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
     san = Sanitizer(level=level, action=action, config=config)
     try:
         _watch_classes(item, san)
@@ -404,6 +454,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if workeroutput is not None:
         workeroutput[XDIST_KEY] = config.stash[_STATS].to_json()
         return
+    usage_error = config.stash.get(_USAGE_ERROR, None)
+    if usage_error is not None:  # a worker's, as pytest reports its own usage errors
+        sys.stderr.write(f"ERROR: {usage_error}\n\n")
+        session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        return
     path = _report_path(config)
     if path is not None:
         _write_report(path, config.stash[_STATS])
@@ -446,10 +501,14 @@ def _write_report(path: Path, stats: SessionStats) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
-    """pytest-xdist: a worker finished; fold its tallies into the controller's."""
-    text = getattr(node, "workeroutput", {}).get(XDIST_KEY)
+    """pytest-xdist: a worker finished; fold its tallies into the controller's, and keep
+    the usage error it found (every worker finds the same one)."""
+    output = getattr(node, "workeroutput", {})
+    text = output.get(XDIST_KEY)
     if text:
         node.config.stash[_STATS].merge_json(text)
+    if output.get(XDIST_USAGE_KEY):
+        node.config.stash[_USAGE_ERROR] = output[XDIST_USAGE_KEY]
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

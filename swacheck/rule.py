@@ -3,9 +3,12 @@
 Modelled on Fixit: the class docstring is the rule's documentation (ruff's page
 sections: What it does / Why is this bad? / Fix safety / Options), and the
 ``VALID``/``INVALID`` examples are both its documented examples and its tests.
-A rule is a libcst batchable visitor; all rules of an audit walk a file together
-in one traversal (``MetadataWrapper.visit_batched``) and share one
-:class:`~swacheck.context.FileContext`.
+
+A rule is a *query* (``semantic = True``): its :meth:`Rule.check` reads one file's
+facts in the project's analysis (:class:`~swacheck.semantics.unit.FileUnit`, on
+CPython's ``ast``) and reports with :meth:`Rule.report_span`. Rules not yet moved onto
+the semantic core are libcst batchable visitors that walk a file together and share
+one :class:`~swacheck.context.FileContext`.
 """
 
 from __future__ import annotations
@@ -18,13 +21,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import libcst as cst
 
-from swacheck.finding import Finding, Fix
+from swacheck.finding import Finding, Fix, Position
 from swacheck.fix_safety import FixCase
 
 if TYPE_CHECKING:
     from swacheck.analysis.index import ProjectIndex
     from swacheck.config import Config
     from swacheck.context import FileContext
+    from swacheck.semantics.function import Span
+    from swacheck.semantics.unit import FileUnit
     from swacheck.triggers import Trigger
 
 
@@ -78,15 +83,27 @@ class Rule(cst.BatchableCSTVisitor):
     region_safe: ClassVar[bool] = False
     VALID: ClassVar[list[Valid]] = []
     INVALID: ClassVar[list[Invalid]] = []
+    # A query over the semantic core (``check``), not a libcst visitor.
+    semantic: ClassVar[bool] = False
 
     # No libcst metadata is resolved eagerly: parents and positions come from the shared
     # ``FileContext`` (computed once per file, positions only when first asked for).
     METADATA_DEPENDENCIES = ()
 
-    def __init__(self, context: FileContext) -> None:
+    def __init__(self, context: FileContext | FileUnit) -> None:
         super().__init__()
-        self.context = context
+        self.context = context  # type: ignore[assignment]
         self.findings: list[Finding] = []
+
+    def check(self, unit: FileUnit) -> None:
+        """A rule's query over one file's semantic facts: the whole of a
+        :attr:`semantic` rule; a visitor rule overrides it for the part of its idea
+        already moved onto the semantic core (run after its walk)."""
+
+    @classmethod
+    def queries(cls) -> bool:
+        """Whether the rule reads the semantic core (is semantic, or adds a query)."""
+        return cls.semantic or cls.check is not Rule.check
 
     # -- what the engine asks of a rule class ------------------------------------------
 
@@ -174,6 +191,35 @@ class Rule(cst.BatchableCSTVisitor):
                 end=ctx.end(node),
                 fix=fix,
                 noqa_row=noqa_row,
+                notes=notes,
+            )
+        )
+
+    def report_span(
+        self,
+        span: Span,
+        message: str,
+        *,
+        fix: Fix | None = None,
+        notes: tuple[str, ...] = (),
+        noqa_row: int | None = None,
+    ) -> None:
+        """Record a finding over ``span`` (a semantic rule's); ``# noqa`` is looked for
+        on ``noqa_row`` (default: the span's first row)."""
+        if fix is not None and all(c.applicability is not fix.applicability for c in self.fixes):
+            raise UndeclaredFix(
+                f"{self.code} offers a {fix.applicability.value} fix but declares "
+                f"{[c.applicability.value for c in self.fixes]} in `fixes`"
+            )
+        self.findings.append(
+            Finding(
+                code=self.code,
+                message=message,
+                path=self.context.path,
+                start=Position(span.line, span.col),
+                end=Position(span.end_line, span.end_col),
+                fix=fix,
+                noqa_row=noqa_row if noqa_row is not None else span.line,
                 notes=notes,
             )
         )

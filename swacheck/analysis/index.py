@@ -74,6 +74,9 @@ class ModuleFacts:
     rule_facts: dict[str, Any] = field(default_factory=dict)
     # Skeletons of module-level functions (``name``) and methods (``Class.name``).
     functions: dict[str, FunctionSkeleton] = field(default_factory=dict)
+    # The semantic core's facts of the file (``swacheck.semantics``), where some semantic
+    # rule applies to it.
+    semantic: Any = None
 
 
 def _decorator_names(node: cst.FunctionDef | cst.ClassDef) -> tuple[str, ...]:
@@ -306,6 +309,17 @@ class ProjectIndex:
         state = dict(self.__dict__)
         state["_memo"] = {}  # config-aware results stay in the process that made them
         return state
+
+    def semantic(self, config: Any) -> Any:
+        """The semantic core's analysis of the project's files (built once per index)."""
+        from swacheck.semantics.unit import Analysis
+
+        return self.memo(
+            ("semantic", id(config)),
+            lambda: Analysis(
+                (m.semantic for m in self.modules.values() if m.semantic is not None), config
+            ),
+        )
 
     def memo(self, key: Hashable, compute: Callable[[], T]) -> T:
         """Compute ``compute()`` once per index for ``key`` (e.g. the summary resolver)."""

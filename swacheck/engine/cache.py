@@ -30,7 +30,12 @@ itself, nor a folder between the project and it) is followed; entries are opened
 relative to the folder's descriptor with ``O_NOFOLLOW``, and anything but a regular
 file is a miss. A ``cache-dir`` that a project's configuration puts outside the project
 is not used (the repository has no say over the user's other files): only
-``--cache-dir`` or ``SWACHECK_CACHE_DIR`` may put it there.
+``--cache-dir`` or ``SWACHECK_CACHE_DIR`` may put it there. Wherever it comes from, the
+cache is never put inside version control's own folder (``.git``: its entries' names
+are loose objects' there), nor in a folder that holds Python sources or a
+``pyproject.toml`` (the cache folder was a package: ``cache-dir = "pkg"``); a folder the
+cache creates gets a ``CACHEDIR.TAG`` and a ``.gitignore`` of ``*``, and no other folder
+ever gets a ``.gitignore`` (one in ``pkg`` hid its new modules from git and the audit).
 
 Every front end (the command line, a pre-commit call, the language server) uses one
 cache: where the configuration's ``cache-dir`` says, relative to the configuration's
@@ -58,6 +63,7 @@ from typing import Any
 
 from swacheck import __version__
 from swacheck.config import Config
+from swacheck.files import read_regular
 
 _GITIGNORE = "# Automatically created by swacheck.\n*\n"
 # The entries' layout: part of every signature, so an entry of another layout is a miss.
@@ -132,25 +138,58 @@ def _key_path() -> Path:
     return base / "swacheck" / "cache-key"
 
 
-@functools.cache
-def _secret() -> bytes | None:
-    """This user's cache-signing key, created on first use; ``None`` if it cannot be."""
-    path = _key_path()
-    with contextlib.suppress(OSError):
-        return path.read_bytes()[:_MAC_SIZE] or None
+def _read_key(path: Path) -> bytes | None:
+    """The key in ``path`` if it holds a whole one (a regular file, not blocking on a
+    FIFO); ``None`` if it is missing, empty, short or cannot be read."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(secrets.token_bytes(_MAC_SIZE))
-        return path.read_bytes()[:_MAC_SIZE]
+        data = read_regular(path, 1 << 16).data
     except OSError:
         return None
+    return data[:_MAC_SIZE] if data is not None and len(data) >= _MAC_SIZE else None
+
+
+@functools.cache
+def _secret() -> tuple[bytes | None, str]:
+    """This user's cache-signing key and, if there is none, why the cache is off.
+
+    Made on first use; a key file that is empty or short (a full disk, a truncation) or
+    that cannot be read is replaced by a new one: before, a 0-byte key turned the cache
+    off for good without a word. A new key is made whole beside the file and linked in
+    (renamed over a bad one), so a concurrent first use reads either key, never half.
+    """
+    path = _key_path()
+    key = _read_key(path)
+    if key is not None:
+        return key, ""
+    temporary = path.with_name(f".cache-key.{secrets.token_hex(8)}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
+        fd = os.open(temporary, flags, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(secrets.token_bytes(_MAC_SIZE))
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(temporary, path)  # where there is none: the first to link wins
+        except FileExistsError:
+            if _read_key(path) is None:
+                os.replace(temporary, path)
+        key = _read_key(path)
+        if key is not None:
+            return key, ""
+        reason = "it cannot be read back"
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+    return None, f"the cache is off: its signing key {path} cannot be made ({reason})"
 
 
 def _mac(key: str, payload: bytes) -> bytes:
     """The entry ``key``'s signature of ``payload``: the format and the key are signed too."""
-    secret = _secret()
+    secret, _ = _secret()
     assert secret is not None
     signed = hmac.new(secret, f"{FORMAT}\0{key}\0".encode(), hashlib.sha256)
     signed.update(payload)
@@ -189,10 +228,21 @@ class LinkRefused(OSError):
 
 def _enter(folder: _Dir, name: str, create: bool) -> _Dir:
     """The sub-folder ``name`` of ``folder`` (made if ``create``), never through a link."""
+    return _made(folder, name, create)[0]
+
+
+def _made(folder: _Dir, name: str, create: bool) -> tuple[_Dir, bool]:
+    """:func:`_enter`, and whether this call made the folder."""
     path, dir_fd = _at(folder, name)
+    made = False
     if create:
         with contextlib.suppress(FileExistsError):
             os.mkdir(path, 0o777, dir_fd=dir_fd)
+            made = True
+    return _opened(path, dir_fd), made
+
+
+def _opened(path: str, dir_fd: int | None) -> _Dir:
     if not _AT:
         info = os.lstat(path)
         if not stat.S_ISDIR(info.st_mode):
@@ -218,21 +268,101 @@ class CacheFolder:
     def path(self) -> Path:
         return self.base.joinpath(*self.parts)
 
-    def open(self, create: bool) -> _Dir:
-        """The cache folder (its descriptor where it can be opened): raises ``OSError``
-        (:class:`LinkRefused` for a link) if it is not there or cannot be made."""
+    def open(self, create: bool) -> tuple[_Dir, bool]:
+        """The cache folder (its descriptor where it can be opened) and whether this call
+        made it: raises ``OSError`` (:class:`LinkRefused` for a link) if it is not there
+        or cannot be made."""
+        made = False
         if create and not self.parts:
+            made = not os.path.isdir(self.base)
             os.makedirs(self.base, exist_ok=True)
         folder: _Dir = os.open(self.base, _DIRECTORY) if _AT else str(self.base)
         try:
             for part in self.parts:
-                child = _enter(folder, part, create)
+                child, made = _made(folder, part, create)
                 _close(folder)
                 folder = child
         except BaseException:
             _close(folder)
             raise
-        return folder
+        return folder, made
+
+
+# Version control's own folders: no cache belongs there (in ``.git/objects`` an entry's
+# two-hex folder and name are a loose object's, which ``git fsck`` then reports bad).
+VCS_FOLDERS = frozenset({".git", ".hg", ".svn", ".bzr"})
+
+
+def _in_vcs_folder(path: str) -> str | None:
+    """The version control folder ``path`` lies in (or is), as written or resolved."""
+    for candidate in (os.path.abspath(path), os.path.realpath(path)):
+        for part in Path(candidate).parts:
+            if part in VCS_FOLDERS:
+                return part
+    return None
+
+
+# The cache directory tag (https://bford.info/cachedir/): backup tools skip the folder,
+# and swacheck knows the folder as a cache, which it checks no further than its top.
+CACHEDIR_TAG = "CACHEDIR.TAG"
+_TAG_SIGNATURE = b"Signature: 8a477f597d28d172789f06886806bc55"
+_TAG = _TAG_SIGNATURE + (
+    b"\n# This file is a cache directory tag created by swacheck.\n"
+    b"# For information about cache directory tags, see https://bford.info/cachedir/\n"
+)
+
+
+def _is_source(name: str) -> bool:
+    """A file the audit reads: Python sources and a project's configuration."""
+    return name.endswith((".py", ".pyi")) or name == "pyproject.toml"
+
+
+def _source_in(folder: _Dir, deep: bool) -> str | None:
+    """A Python source or ``pyproject.toml`` inside ``folder`` (its path below it), found
+    without following a link; below its top level only if ``deep``. One folder open at a
+    time: a wide tree needs no more descriptors than a narrow one."""
+    pending = [""]
+    while pending:
+        below = pending.pop()
+        try:
+            current = _opened(*_at(folder, below)) if below else folder
+        except OSError:
+            continue
+        try:
+            with os.scandir(current) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        if deep:
+                            pending.append(f"{below}{entry.name}/")
+                    elif _is_source(entry.name) and not entry.is_symlink():
+                        return below + entry.name
+        except OSError:
+            continue
+        finally:
+            if current is not folder:
+                _close(current)
+    return None
+
+
+def _tagged(folder: _Dir) -> bool:
+    """Whether ``folder`` carries a cache directory tag (a regular file, not a link)."""
+    path, dir_fd = _at(folder, CACHEDIR_TAG)
+    try:
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _NONBLOCK | _CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        return False
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read(len(_TAG_SIGNATURE)) == _TAG_SIGNATURE
+
+
+def _write_new(folder: _Dir, name: str, data: bytes) -> None:
+    """``name`` in ``folder`` holding ``data``, unless something is there (kept as it is)."""
+    path, dir_fd = _at(folder, name)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
+    with contextlib.suppress(OSError):
+        fd = os.open(path, flags, 0o644, dir_fd=dir_fd)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
 
 
 def cache_folder(
@@ -250,17 +380,26 @@ def cache_folder(
     followed.
     """
     if user is not None:
-        return CacheFolder(Path(os.path.abspath(user)), ()), ""
-    root = str(config.root or base or os.getcwd())
-    target = os.path.normpath(os.path.join(root, config.cache_dir))
-    relative = os.path.relpath(target, root)
-    if _outside(relative):
+        target = os.path.abspath(user)
+        named = f"cache folder {target}"
+    else:
+        root = str(config.root or base or os.getcwd())
+        target = os.path.normpath(os.path.join(root, config.cache_dir))
+        relative = os.path.relpath(target, root)
         where = f" in {config.source}" if config.source else ""
+        named = f"cache-dir = {config.cache_dir!r}{where}"
+        if _outside(relative):
+            return None, (
+                f"{named} is not a folder below the project ({root}): the cache is not used. "
+                "A cache elsewhere needs your own say: --cache-dir or SWACHECK_CACHE_DIR"
+            )
+    vcs = _in_vcs_folder(target)
+    if vcs is not None:
         return None, (
-            f"cache-dir = {config.cache_dir!r}{where} is not a folder below the project "
-            f"({root}): the cache is not used. A cache elsewhere needs your own say: "
-            "--cache-dir or SWACHECK_CACHE_DIR"
+            f"{named} lies inside {vcs}, version control's own folder: the cache is not used"
         )
+    if user is not None:
+        return CacheFolder(Path(target), ()), ""
     return CacheFolder(Path(root), Path(relative).parts), ""
 
 
@@ -297,6 +436,8 @@ class ResultCache:
             ).hexdigest()
             for kind, (scope, codes) in DEPENDS.items()
         }
+        # Whether the folder was checked (and, once written to, made or adopted as a cache).
+        self._checked = False
         self._ready = False
 
     @property
@@ -321,29 +462,66 @@ class ResultCache:
         return digest.hexdigest()
 
     def _open(self, create: bool) -> _Dir | None:
-        """The cache folder, ``None`` if it is not there (or refused: :attr:`problem`)."""
+        """The cache folder, ``None`` if it is not there (or refused: :attr:`problem`).
+
+        A folder this call makes gets the tag and a ``.gitignore``. One that was there
+        is checked once: refused if it holds a Python source or a ``pyproject.toml``
+        (anywhere below it, or at its top where it carries a cache's tag); else adopted
+        (tagged, never given a ``.gitignore``) when first written to."""
         if self.location is None:
             return None
         try:
-            folder = self.location.open(create)
+            folder, made = self.location.open(create)
         except LinkRefused as exc:
             self.problem = f"{self.location.path}: {exc.strerror}; the cache is not used"
             self.location = None
             return None
         except OSError:
             return None
-        if create and not self._ready:
-            self._ready = True
-            path, dir_fd = _at(folder, ".gitignore")
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
-            with contextlib.suppress(OSError):  # whatever is there already stays
-                fd = os.open(path, flags, 0o644, dir_fd=dir_fd)
-                with os.fdopen(fd, "w") as handle:
-                    handle.write(_GITIGNORE)
+        try:
+            if made:
+                _write_new(folder, CACHEDIR_TAG, _TAG)
+                _write_new(folder, ".gitignore", _GITIGNORE.encode())
+                self._checked = self._ready = True
+            if not self._checked:
+                self._checked = True
+                tagged = _tagged(folder)
+                source = _source_in(folder, deep=not tagged)
+                if source is not None:
+                    self.problem = (
+                        f"{self.location.path}: holds {source}, which audits read: the cache is "
+                        "not used there (a cache folder must be the cache's own)"
+                    )
+                    self.location = None
+                    _close(folder)
+                    return None
+                self._ready = tagged
+            if create and not self._ready:
+                self._ready = True
+                _write_new(folder, CACHEDIR_TAG, _TAG)
+        except OSError:
+            _close(folder)
+            return None
         return folder
 
+    def usable(self) -> bool:
+        """Whether entries can be read and written: the key is there (or made) and the
+        folder, if it exists, is not refused; :attr:`problem` says why not."""
+        if not self._keyed():
+            return False
+        folder = self._open(create=False)
+        _close(folder)
+        return self.location is not None
+
+    def _keyed(self) -> bool:
+        """Whether this user's signing key is there; :attr:`problem` says why not."""
+        secret, reason = _secret()
+        if secret is None:
+            self.problem = self.problem or reason
+        return secret is not None
+
     def get(self, key: str) -> Any | None:
-        if _secret() is None:
+        if not self._keyed():
             return None
         folder = self._open(create=False)
         if folder is None:
@@ -368,7 +546,7 @@ class ResultCache:
             _close(folder)
 
     def put(self, key: str, value: Any) -> None:
-        if _secret() is None:
+        if not self._keyed():
             return
         folder = self._open(create=True)
         if folder is None:

@@ -30,7 +30,7 @@ class EngineCode:
 CANNOT_ANALYSE = EngineCode(
     code=PARSE_ERROR_CODE,
     name="cannot-analyse",
-    summary="The file could not be read, decoded, parsed or analysed within the limits.",
+    summary="The file could not be read, decoded, parsed or analysed within the limits",
     fix="Fix is not available.",
     default=True,
     documentation="""
@@ -58,7 +58,7 @@ Correct the file, the path, or the limits.
 UNUSED_NOQA = EngineCode(
     code=UNUSED_NOQA_CODE,
     name="unused-noqa",
-    summary="A `# noqa` names an SWA code that suppresses nothing on its line.",
+    summary="A `# noqa` names an SWA code that suppresses nothing on its line",
     fix="Fix is always available.",
     default=False,
     documentation="""

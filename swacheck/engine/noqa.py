@@ -25,6 +25,7 @@ import tokenize
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from swacheck.engine.decoding import UndecodableSource, decode_source
 from swacheck.finding import UNUSED_NOQA_CODE, Edit, Finding, Fix, Position
 
 _CODE_LIST = r"[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*"
@@ -78,13 +79,12 @@ def suppressions(data: bytes | str) -> Suppressions:
         if isinstance(data, bytes):
             if b"noqa" not in data.lower():
                 return NONE
-            encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-            data = data.decode(encoding)
+            data = decode_source(data).text
         if "noqa" not in data.lower():
             return NONE
         # Universal newlines: rows must count a lone ``\r`` as libcst does.
         tokens = list(tokenize.generate_tokens(io.StringIO(data, newline=None).readline))
-    except (tokenize.TokenError, SyntaxError, UnicodeDecodeError, LookupError):
+    except (tokenize.TokenError, SyntaxError, UndecodableSource):
         return NONE
     lines: dict[int, Suppression] = {}
     file: list[Suppression] = []

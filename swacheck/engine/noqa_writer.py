@@ -13,11 +13,10 @@ alone. Running it again adds nothing.
 from __future__ import annotations
 
 import ast
-import io
-import tokenize
 import warnings
 from collections.abc import Iterable, Sequence
 
+from swacheck.engine.decoding import LOSSY, UndecodableSource, decode_source
 from swacheck.engine.fixer import apply_fixes, rows
 from swacheck.engine.noqa import Suppression, suppressions
 from swacheck.finding import Edit, Finding, Fix, Position
@@ -53,10 +52,12 @@ def add_noqa(data: bytes, findings: Iterable[Finding], reason: str = "") -> tupl
     """``data`` (a file's bytes) with a ``# noqa`` for each finding that has a noqa row,
     and how many comments were added or extended; raises :class:`NoqaNotWritten`."""
     try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-        text = data.decode(encoding)
-    except (SyntaxError, LookupError, UnicodeDecodeError) as exc:
+        decoded = decode_source(data)
+    except UndecodableSource as exc:
         raise NoqaNotWritten(f"cannot decode the file ({exc})") from None
+    if decoded.lossy:
+        raise NoqaNotWritten(LOSSY)
+    text = decoded.text
     found = suppressions(text)
     wanted: dict[int, list[str]] = {}
     for finding in findings:
@@ -83,4 +84,4 @@ def add_noqa(data: bytes, findings: Iterable[Finding], reason: str = "") -> tupl
             raise NoqaNotWritten(f"a `# noqa` on line {row} would not be read back as one")
     if _parses(text) and not _parses(new_text):
         raise NoqaNotWritten("the file would no longer parse")
-    return new_text.encode(encoding), len(edits)
+    return decoded.encode(new_text), len(edits)

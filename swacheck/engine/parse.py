@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import io
 import re
 import threading
-import tokenize
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,6 +17,7 @@ from libcst.metadata import MetadataWrapper
 
 from swacheck.analysis.tree import TreeMaps
 from swacheck.engine import limits
+from swacheck.engine.decoding import Decoded, UndecodableSource, decode_source
 from swacheck.engine.guards import Shape, shape_problem
 from swacheck.engine.noqa import NONE, Suppressions, suppressions
 from swacheck.engine.regions import Regions, blank_irrelevant_definitions
@@ -28,11 +27,18 @@ from swacheck.finding import PARSE_ERROR_CODE, Finding, Position
 @dataclass(frozen=True)
 class Parsed:
     wrapper: MetadataWrapper
-    text: str
+    # The text parsed, as CPython decodes the file (``engine.decoding``), and how: an
+    # edit of it is encoded back the same way (``Decoded.encode``).
+    decoded: Decoded
     # Whether some definitions were blanked out before parsing (``engine.regions``).
     partial: bool = False
     # The file's suppression comments (read from its bytes, blanked parts included).
     noqa: Suppressions = NONE
+
+    @property
+    def text(self) -> str:
+        """The text parsed, without a BOM."""
+        return self.decoded.text
 
     @cached_property
     def maps(self) -> TreeMaps:
@@ -147,17 +153,17 @@ def parse_source(
         shape = None if shape_checked else shape_problem(data)
         if shape is not None:
             raise _ShapeRefused(shape)
+        # Decoded here, as CPython decodes it: libcst's own detection refuses files
+        # CPython compiles (a declared encoding in a file with CR-only line ends).
+        decoded = decode_source(data)
         with _parser_trusted():
-            module = cst.parse_module(data)
+            module = cst.parse_module(decoded.text)
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-        # libcst round-trips byte for byte, so the decoded bytes are ``module.code``
-        # without a second full code generation.
-        text = data.decode(module.encoding)
-        text = text[1:] if text.startswith("\ufeff") else text
-        return Parsed(wrapper, text, noqa=suppressions(text) if noqa is None else noqa)
+        noqa = suppressions(decoded.text) if noqa is None else noqa
+        return Parsed(wrapper, decoded, noqa=noqa)
     except cst.ParserSyntaxError as exc:
-        row, column, reason = _syntax_error(data, exc)
-    except (UnicodeDecodeError, LookupError, SyntaxError) as exc:
+        row, column, reason = _syntax_error(decoded.text, exc)
+    except UndecodableSource as exc:
         reason = f"cannot decode source: {_first_line_error(exc)}"
     except RecursionError:
         reason = _TOO_DEEP
@@ -168,13 +174,11 @@ def parse_source(
     return _parse_error(path, f"File could not be parsed ({reason})", row, column, data)
 
 
-def _syntax_error(data: bytes, exc: cst.ParserSyntaxError) -> tuple[int, int, str]:
+def _syntax_error(text: str, exc: cst.ParserSyntaxError) -> tuple[int, int, str]:
     """Row, column and reason of a syntax error, as CPython reports it where it agrees
     that the file is invalid (libcst's own position can be lines off: ``def f(:`` on
     line 1 is "error at 2:4" there); libcst's where CPython accepts the file."""
     try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-        text = data.decode(encoding)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             ast.parse(text)
@@ -182,7 +186,7 @@ def _syntax_error(data: bytes, exc: cst.ParserSyntaxError) -> tuple[int, int, st
         if error.lineno:
             column = max((error.offset or 1) - 1, 0)
             return error.lineno, column, f"syntax error: {error.msg}"
-    except (UnicodeDecodeError, LookupError, ValueError, RecursionError, MemoryError):
+    except (ValueError, RecursionError, MemoryError):
         pass
     return exc.raw_line, exc.raw_column, f"syntax error: {exc.message}"
 

@@ -8,25 +8,14 @@ is given as bytes. Rows are counted as libcst counts them (``engine.fixer.rows``
 
 from __future__ import annotations
 
-import io
 import os
-import tokenize
 from collections.abc import Mapping
 from pathlib import Path
 
+from swacheck.engine.decoding import decode_lossy
 from swacheck.engine.fixer import rows
 
 STDIN = "-"
-
-
-def decode(data: bytes) -> str:
-    """``data`` as text in its declared encoding (PEP 263; UTF-8 if none), undecodable
-    bytes replaced: what is shown must never fail."""
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-        return data.decode(encoding, errors="replace")
-    except (SyntaxError, LookupError):
-        return data.decode("utf-8", errors="replace")
 
 
 class FileTexts:
@@ -49,7 +38,7 @@ class FileTexts:
                     data = Path(self._files.get(shown, shown)).read_bytes()
                 except (OSError, ValueError):
                     data = b""
-            self._rows[shown] = [row.rstrip("\r\n") for row in rows(decode(data))]
+            self._rows[shown] = [row.rstrip("\r\n") for row in rows(decode_lossy(data))]
         return self._rows[shown]
 
     def row(self, shown: str, number: int) -> str:

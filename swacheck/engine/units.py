@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from swacheck.analysis.index import ModuleFacts, ProjectIndex
 from swacheck.config import Config
 from swacheck.engine.checker import CheckOutcome, check_parsed, collect_facts
+from swacheck.engine.decoding import LOSSY
 from swacheck.engine.fixer import apply_fixes, fixable
 from swacheck.engine.limits import (
     OutOfTime,
@@ -99,7 +100,7 @@ def first_pass(
             if not isinstance(tree, Parsed):
                 return None, tree
             phase(ANALYSING)
-            facts = collect_facts(path, tree, rules, config)
+            facts = collect_facts(path, tree, rules, config, data)
     except OutOfTime:
         return None, out_of_time(path, config.max_file_time)
     except MemoryError:
@@ -219,6 +220,8 @@ def _fix(
             parsed = parse_source(path, data)
     if not isinstance(parsed, Parsed):
         return FixOutcome(None, findings, error=f"fix not applied ({parsed.message})")
+    if parsed.decoded.lossy:
+        return FixOutcome(None, findings, error=f"fix not applied ({LOSSY})")
     original = text = parsed.text
     fixed: list[Finding] = []
     error = ""
@@ -229,7 +232,7 @@ def _fix(
         new_text, applied = apply_fixes(text, (f.fix for f in todo if f.fix))
         phase(PARSING)
         with time_limit(config.max_file_time):
-            reparsed = parse_source(path, _encode(new_text, parsed))
+            reparsed = parse_source(path, parsed.decoded.encode(new_text))
         if not isinstance(reparsed, Parsed):
             error = f"fix not applied: it would not parse ({reparsed.message})"
             break
@@ -238,12 +241,12 @@ def _fix(
         fixed.extend(f for f in todo if id(f.fix) in chosen)
         phase(ANALYSING)
         findings = check_parsed(
-            path, relative, parsed, rules, config, project, known_codes
+            path, relative, parsed, rules, config, project, known_codes, fresh=True
         ).findings
     if text == original:
         return FixOutcome(None, findings, error=error)
     shown = diff_of(original, text, display) if diff else ""
-    return FixOutcome(_encode(text, parsed, data), findings, fixed, shown, error)
+    return FixOutcome(parsed.decoded.encode(text), findings, fixed, shown, error)
 
 
 def diff_of(original: str, text: str, name: str) -> str:
@@ -255,11 +258,3 @@ def diff_of(original: str, text: str, name: str) -> str:
             tofile=f"b/{name}",
         )
     )
-
-
-def _encode(text: str, parsed: Parsed, original: bytes = b"") -> bytes:
-    data = text.encode(parsed.wrapper.module.encoding)
-    bom = b"\xef\xbb\xbf"
-    if original.startswith(bom) and not data.startswith(bom):
-        data = bom + data
-    return data

@@ -68,6 +68,7 @@ from swacheck.analysis.skeletons import forget_analyses
 from swacheck.config import Config
 from swacheck.engine import units
 from swacheck.engine.checker import CheckOutcome
+from swacheck.engine.gc_pause import collect_unit_garbage
 from swacheck.engine.limits import beyond_limits, os_limits, out_of_memory, out_of_time
 from swacheck.engine.parse import Parsed
 from swacheck.engine.regions import Regions
@@ -266,6 +267,7 @@ class _Serving:
                 findings = message[6] if kind == "fix" else []
                 reply = _failure(kind, message[2], ("memory", ""), self.config, findings)
             self.conn.send((number, reply))
+            collect_unit_garbage()
 
     def parse(self, number: int, key: str, data: bytes, keep: bool) -> Facts:
         tree, result = units.first_pass(
@@ -759,6 +761,7 @@ class InProcess:
             )
             if keep and tree is not None:
                 units.keep_for_check(self._trees, number, tree)
+            collect_unit_garbage()
             advance(1)
         return results
 
@@ -776,6 +779,7 @@ class InProcess:
             outcomes[number] = units.check(
                 key, relative, tree, rules, self.config, project, known_codes, self.regions
             )
+            collect_unit_garbage()
             advance(1)
         return outcomes
 

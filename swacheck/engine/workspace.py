@@ -35,12 +35,10 @@ and none describes bytes that never reached the disk.
 
 from __future__ import annotations
 
-import io
 import os
 import re
 import sys
 import time
-import tokenize
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -58,6 +56,7 @@ from swacheck.engine.cache import (
     result_cache,
 )
 from swacheck.engine.codes import ENGINE_CODES
+from swacheck.engine.decoding import UndecodableSource, source_encoding
 from swacheck.engine.facts_store import FactsRecord, FactsStore
 from swacheck.engine.fixer import ChangedOnDisk, fixable, write_atomic
 from swacheck.engine.gc_pause import gc_paused
@@ -94,15 +93,24 @@ _OVERSIZED = "oversized:"
 
 # Told ``(done, total)`` files as an audit goes.
 Progress = Callable[[int, int], None]
+# Told, before it starts, how many of the project's files an audit indexes (parses for
+# their facts): the slow part of a cold call.
+Indexing = Callable[[int], None]
 
 
 class _Progress:
     """An audit's progress: files whose facts are computed, then files checked."""
 
-    def __init__(self, report: Progress | None) -> None:
+    def __init__(self, report: Progress | None, indexing: Indexing | None = None) -> None:
         self.report = report
+        self.indexing = indexing
         self.done = 0
         self.total = 0
+
+    def indexes(self, files: int) -> None:
+        """The facts of ``files`` files are to be computed."""
+        if self.indexing is not None:
+            self.indexing(files)
 
     def start(self, total: int) -> None:
         """Some work starts: ``total`` files in all (the first call decides)."""
@@ -146,6 +154,10 @@ class _File:
     problem: str = ""
     # A document whose bytes are not its file's on disk (nothing of it is cached).
     unsaved: bool = False
+    # The device and inode of the file its bytes are known from (a fix is written to it
+    # alone), and whether it was named itself (a link is followed) or found by a walk.
+    identity: tuple[int, int] | None = None
+    explicit: bool = False
 
     @property
     def path(self) -> Path:
@@ -218,9 +230,8 @@ def _document_bytes(text: str | bytes) -> bytes:
     except UnicodeEncodeError:  # a surrogate that escapes no byte
         data = text.encode("utf-8", "surrogatepass")
     try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-        return text.encode("utf-8" if encoding == "utf-8-sig" else encoding)
-    except (SyntaxError, LookupError, UnicodeEncodeError):
+        return text.encode(source_encoding(data))
+    except (UndecodableSource, LookupError, UnicodeEncodeError):
         return data
 
 
@@ -350,6 +361,17 @@ class Workspace:
             self._excluded[path] = found
         return found
 
+    def files(
+        self, paths: Sequence[Path], *, force_exclude: bool = False
+    ) -> tuple[list[Path], list[str]]:
+        """The files an audit of ``paths`` reports on, absolute and sorted (``--show-files``),
+        and what their discovery warns of (a missing path, an unreadable folder)."""
+        result = AuditResult()
+        report = self._report_files(paths, {}, force_exclude, result)
+        found = sorted(Path(os.path.abspath(f.location)) for f in report.values() if not f.problem)
+        problems = [f"{f.display}: {f.problem}" for f in report.values() if f.problem]
+        return found, [*result.warnings, *problems]
+
     # -- the audit ---------------------------------------------------------------------
 
     def audit(
@@ -365,6 +387,7 @@ class Workspace:
         add_noqa: str | None = None,
         complete: bool = True,
         progress: Progress | None = None,
+        indexing: Indexing | None = None,
     ) -> AuditResult:
         """Findings for ``paths`` (files, and Python files under folders) and
         ``documents`` (path -> current text, overriding the file on disk), in the
@@ -383,7 +406,8 @@ class Workspace:
         analysed (an editor's first diagnostics, before the project's facts are in;
         ``AuditResult.partial`` says whether any file was left out). ``progress``: called
         with ``(done, total)`` files as the analysis goes (not at all when nothing has
-        to be parsed).
+        to be parsed); ``indexing``: called once with the number of the project's files
+        whose facts must be computed, before that starts (not when none must).
         """
         with gc_paused():  # what an audit allocates (inventory, facts, trees) has no cycles
             return self._audit(
@@ -396,7 +420,7 @@ class Workspace:
                 rescan,
                 add_noqa,
                 complete,
-                _Progress(progress),
+                _Progress(progress, indexing),
             )
 
     def _audit(
@@ -425,9 +449,11 @@ class Workspace:
         )
         result.left_out = unread_context
         unread = {k: i.location for k, i in report.items() if i.state is None and not i.problem}
-        read, data, problems = self._scan(unread, inventory, scan_ns)
+        identities: dict[str, tuple[int, int]] = {}
+        read, data, problems = self._scan(unread, inventory, scan_ns, identities=identities)
         asked_states: dict[str, FileState] = {}
         for key, item in report.items():
+            item.identity = identities.get(key)
             item.state = item.state or read.get(key)
             item.data = item.data or data.get(key)
             item.problem = item.problem or problems.get(key, "")
@@ -521,9 +547,10 @@ class Workspace:
             else:
                 walked = {self._key(p): str(p) for p in discovery.files([given])}
                 show = None
+            explicit = not os.path.isdir(given)  # a file named: a link there is the user's say
             for key, location in walked.items():
                 display = show(key) if show is not None else display_path(location)
-                report[key] = _File(key, location, report=True, display=display)
+                report[key] = _File(key, location, report=True, display=display, explicit=explicit)
         for problem in [*discovery.problems, *walk_problems]:
             result.warnings.append(f"{display_path(Path(problem.path))}: {problem.reason}")
         for path, text in documents.items():
@@ -673,12 +700,18 @@ class Workspace:
         )
 
     def _scan(
-        self, files: dict[str, str], inventory: Inventory, scan_ns: int, unknown: bool = True
+        self,
+        files: dict[str, str],
+        inventory: Inventory,
+        scan_ns: int,
+        unknown: bool = True,
+        identities: dict[str, tuple[int, int]] | None = None,
     ) -> tuple[dict[str, FileState], dict[str, bytes], dict[str, str]]:
         """Each file's state: recorded, or learnt from its bytes if its signature changed
         or was racy when recorded (those bytes are returned too; with ``unknown=False`` a
         file whose signature is not the one recorded is left out); and why each file that
-        cannot be read cannot."""
+        cannot be read cannot. ``identities``, if given, gets each file's device and inode
+        as stat'ed (what its bytes, read now or later, must come from)."""
         states: dict[str, FileState] = {}
         fresh: dict[str, bytes] = {}
         problems: dict[str, str] = {}
@@ -689,6 +722,8 @@ class Workspace:
             try:
                 info = stat(location)
                 sig = (info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns)
+                if identities is not None:
+                    identities[key] = (info.st_dev, info.st_ino)
                 entry = entries.get(key)
                 if entry is not None and entry[0] == sig:
                     # A state recorded under another max-file-size that read the file
@@ -871,6 +906,7 @@ class Workspace:
             else:
                 result.left_out += 1
         if missing:
+            progress.indexes(len(missing))
             progress.start(len(missing) + sum(1 for item in by_key.values() if item.report))
             todo = []
             oversized: dict[int, ModuleFacts | Finding] = {}
@@ -1028,7 +1064,13 @@ class Workspace:
                 result.fixed_documents[item.display] = outcome.data
             else:
                 try:
-                    write_atomic(item.path, outcome.data, expected=source.data)
+                    write_atomic(
+                        item.path,
+                        outcome.data,
+                        expected=source.data,
+                        identity=item.identity,
+                        follow=item.explicit,
+                    )
                 except ChangedOnDisk as exc:
                     kept.extend(findings)
                     if PARSE_ERROR_CODE in self.engine_codes:
@@ -1067,7 +1109,9 @@ class Workspace:
                     raise noqa_writer.NoqaNotWritten("it changed during the audit")
                 new, added = noqa_writer.add_noqa(data, findings, reason)
                 if added:
-                    write_atomic(path, new)
+                    write_atomic(
+                        path, new, expected=data, identity=item.identity, follow=item.explicit
+                    )
             except noqa_writer.NoqaNotWritten as exc:
                 result.errors.append(f"{shown}: no `# noqa` added: {exc}")
                 continue

@@ -27,10 +27,13 @@ FORMATS: dict[str, tuple[str, str]] = {
     "gitlab": ("gitlab", "render"),
     "junit": ("junit", "render"),
     "pylint": ("pylint", "render"),
+    "grouped": ("grouped", "render"),
+    "azure": ("azure", "render"),
+    "rdjson": ("rdjson", "render"),
 }
 DEFAULT_FORMAT = "full"
 # Formats for people: coloured on a terminal, followed by the summary.
-HUMAN_FORMATS = frozenset({"full", "concise"})
+HUMAN_FORMATS = frozenset({"full", "concise", "grouped"})
 
 
 def renderer(name: str) -> Renderer:

@@ -30,13 +30,17 @@ def shown_path(path: str) -> str:
     return _CONTROL.sub(lambda m: _escaped(m.group()), path)
 
 
+def code_and_message(finding: Finding, style: Style = PLAIN) -> str:
+    """``CODE [*] message``: the ``[*]`` where ``--fix`` would fix it, as ruff marks it."""
+    marker = f" [{style.cyan('*')}]" if style.applies(finding) else ""
+    # A message may cite another file's path: escaped as the finding's own path is.
+    return f"{style.code(finding.code)}{marker} {shown_path(finding.message)}"
+
+
 def format_finding(finding: Finding, style: Style = PLAIN) -> str:
     sep = style.cyan(":")
     where = sep.join([style.bold(shown_path(finding.path)), str(finding.start.row)])
-    where = f"{where}{sep}{finding.start.column + 1}{sep}"
-    marker = f" [{style.cyan('*')}]" if style.applies(finding) else ""
-    # A message may cite another file's path: escaped as the finding's own path is.
-    return f"{where} {style.code(finding.code)}{marker} {shown_path(finding.message)}"
+    return f"{where}{sep}{finding.start.column + 1}{sep} {code_and_message(finding, style)}"
 
 
 def render(findings: Sequence[Finding], context: ReportContext = PLAIN_CONTEXT) -> str:

@@ -16,6 +16,7 @@ from typing import TextIO
 from swacheck.finding import Applicability, Finding
 
 _BOLD, _RED, _CYAN, _RESET = "\x1b[1m", "\x1b[31m", "\x1b[36m", "\x1b[0m"
+_UNDERLINE = "\x1b[4m"
 _BRIGHT_RED, _BRIGHT_BLUE, _BRIGHT_CYAN = "\x1b[91m", "\x1b[94m", "\x1b[96m"
 
 
@@ -47,6 +48,9 @@ class Style:
 
     def bold(self, text: str) -> str:
         return f"{_BOLD}{text}{_RESET}" if self.colour else text
+
+    def underline(self, text: str) -> str:
+        return f"{_UNDERLINE}{text}{_RESET}" if self.colour else text
 
     def cyan(self, text: str) -> str:
         return f"{_CYAN}{text}{_RESET}" if self.colour else text

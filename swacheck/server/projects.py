@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import io
-import tokenize
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +31,7 @@ from swacheck.catalogue import catalogue
 from swacheck.config import Config, ConfigError, resolve_config
 from swacheck.discovery import below
 from swacheck.engine.cache import result_cache
+from swacheck.engine.decoding import decode_source
 from swacheck.engine.limits import beyond_limits
 from swacheck.engine.project import find_root
 from swacheck.engine.selection import select
@@ -298,7 +297,5 @@ def _settle_heap() -> None:
 
 
 def _decode(data: bytes) -> str:
-    """A fixed document's bytes as text: in its declared encoding, UTF-8 if none."""
-    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    text = data.decode(encoding)
-    return text.removeprefix("\ufeff") if encoding == "utf-8-sig" else text
+    """A fixed document's bytes as text: as CPython decodes it, without a BOM."""
+    return decode_source(data).text

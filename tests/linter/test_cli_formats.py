@@ -310,6 +310,192 @@ def test_sarif_describes_the_engine_codes_too(examples: Path) -> None:
     assert rules[unused["ruleIndex"]] == "SWA100"
 
 
+# -- grouped, azure, rdjson: each derived from the JSON as ruff's are from ruff's --------
+
+# A file whose findings have rows and columns of several widths, safe, unsafe and no fixes.
+RUFF_SOURCE = (
+    "import os\n"
+    + "".join(f"x{i} = 1\n" for i in range(10))
+    + "def f():\n    import json\n    y = 1\n    return 1\nz = 1;          import sys\n"
+)
+
+
+@pytest.fixture(scope="module")
+def ruff_formats(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """ruff's own output, by format, on two files (ruff is in the test extra)."""
+    ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
+    if ruff is None:
+        pytest.skip("ruff not installed")
+    folder = tmp_path_factory.mktemp("ruff-formats")
+    (folder / "b.py").write_text(RUFF_SOURCE)
+    (folder / "a.py").write_text("import os\n")
+    outputs = {}
+    command = [ruff, "check", "--isolated", "--no-cache", "--select", "F401,F841,E402,E702"]
+    for name in ("json", "grouped", "azure", "rdjson", "sarif"):
+        outputs[name] = subprocess.run(
+            [*command, "--output-format", name, "a.py", "b.py"],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+        ).stdout
+    outputs["cwd"] = str(folder)
+    return outputs
+
+
+def grouped_of(findings: list[dict[str, Any]], cwd: str) -> str:
+    """The groups (before the summary) ruff's ``grouped`` writes for these JSON findings."""
+    by_file: dict[str, list[dict[str, Any]]] = {}
+    for finding in findings:
+        by_file.setdefault(os.path.relpath(finding["filename"], cwd), []).append(finding)
+    lines = []
+    for name in sorted(by_file):
+        group = by_file[name]
+        rows = max(len(str(f["location"]["row"])) for f in group)
+        columns = max(len(str(f["location"]["column"])) for f in group)
+        lines.append(f"{name}:")
+        for f in group:
+            safe = f["fix"] is not None and f["fix"]["applicability"] == "safe"
+            row, column = f["location"]["row"], f["location"]["column"]
+            mark = " [*]" if safe else ""
+            lines.append(f"  {row:>{rows}}:{column:<{columns}} {f['code']}{mark} {f['message']}")
+        lines.append("")
+    return "".join(line + "\n" for line in lines)
+
+
+def azure_of(findings: list[dict[str, Any]]) -> str:
+    return "".join(
+        f"##vso[task.logissue type=error;sourcepath={f['filename']};"
+        f"linenumber={f['location']['row']};columnnumber={f['location']['column']};"
+        f"code={f['code']};]{f['message']}\n"
+        for f in findings
+    )
+
+
+def rdjson_of(findings: list[dict[str, Any]], source: dict[str, str]) -> dict[str, Any]:
+    def span(start: dict[str, int], end: dict[str, int]) -> dict[str, Any]:
+        return {
+            "end": {"column": end["column"], "line": end["row"]},
+            "start": {"column": start["column"], "line": start["row"]},
+        }
+
+    diagnostics = []
+    for f in findings:
+        diagnostic = {
+            "code": {"url": f["url"], "value": f["code"]},
+            "location": {"path": f["filename"], "range": span(f["location"], f["end_location"])},
+            "message": f["message"],
+        }
+        if f["fix"]:
+            diagnostic["suggestions"] = [
+                {"range": span(e["location"], e["end_location"]), "text": e["content"]}
+                for e in f["fix"]["edits"]
+            ]
+        diagnostics.append(diagnostic)
+    return {"diagnostics": diagnostics, "severity": "WARNING", "source": source}
+
+
+def test_grouped_is_ruffs_layout_and_summary(
+    examples: Path, findings: list[dict[str, Any]], ruff_formats: dict[str, str]
+) -> None:
+    theirs = json.loads(ruff_formats["json"])
+    groups = ruff_formats["grouped"].partition("Found ")[0]
+    assert groups == grouped_of(theirs, ruff_formats["cwd"])  # the derivation is ruff's
+    out = run(examples, "audit", "--output-format", "grouped", rc=1).stdout
+    ours, _, ours_summary = out.partition("Found ")
+    assert ours == grouped_of(findings, str(examples))
+    concise = run(examples, "audit", "--output-format", "concise", rc=1).stdout
+    assert ours_summary == concise.partition("Found ")[2]  # the same closing lines
+    coloured = run(examples, "audit", "--output-format", "grouped", "--color", "always").stdout
+    assert coloured.startswith("\x1b[4mcuda_graph_runner.py\x1b[0m:\n")
+
+
+def test_azure_is_ruffs_logging_commands(
+    examples: Path, findings: list[dict[str, Any]], ruff_formats: dict[str, str]
+) -> None:
+    assert ruff_formats["azure"] == azure_of(json.loads(ruff_formats["json"]))
+    out = run(examples, "audit", "--output-format", "azure", rc=1).stdout
+    assert out == azure_of(findings)
+
+
+def test_azure_escapes_what_would_end_a_command(tmp_path: Path) -> None:
+    (tmp_path / "semi;colon].py").write_text(
+        "import torch\nout_cache_loc_swa = torch.zeros(8, dtype=torch.int64)\n"
+    )
+    (line,) = run(tmp_path, "audit", "--output-format", "azure", rc=1).stdout.splitlines()
+    assert f"sourcepath={tmp_path}/semi%3Bcolon%5D.py;linenumber=2;" in line
+
+
+def test_rdjson_is_ruffs_document(
+    examples: Path, findings: list[dict[str, Any]], ruff_formats: dict[str, str]
+) -> None:
+    theirs = json.loads(ruff_formats["rdjson"])
+    assert theirs == rdjson_of(json.loads(ruff_formats["json"]), theirs["source"])
+    ours = json.loads(run(examples, "audit", "--output-format", "rdjson", rc=1).stdout)
+    source = {"name": "swacheck", "url": "https://github.com/swacheck/swacheck"}
+    assert ours == rdjson_of(findings, source)
+    assert any("suggestions" in d for d in ours["diagnostics"])
+    clean = run(examples, "audit", "--select", "SWA100", "--output-format", "rdjson", rc=0)
+    assert json.loads(clean.stdout)["diagnostics"] == []
+
+
+def _applied(text: str, replacements: list[dict[str, Any]]) -> str:
+    """``text`` with SARIF replacements applied (1-based lines and columns), last first."""
+    starts = [0]
+    for line in text.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+
+    def offset(line: int, column: int) -> int:
+        return starts[line - 1] + column - 1
+
+    spans = []
+    for r in replacements:
+        region = r["deletedRegion"]
+        start = offset(region["startLine"], region["startColumn"])
+        end = offset(region["endLine"], region["endColumn"])
+        spans.append((start, end, r.get("insertedContent", {}).get("text", "")))
+    for start, end, inserted in sorted(spans, reverse=True):
+        text = text[:start] + inserted + text[end:]
+    return text
+
+
+def test_sarif_has_ruffs_severity_its_fixes_and_each_rules_page(
+    examples: Path, findings: list[dict[str, Any]], ruff_formats: dict[str, str], tmp_path: Path
+) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((HERE / "sarif_2_1_0_required.json").read_text())
+    theirs = json.loads(ruff_formats["sarif"])["runs"][0]
+    document = json.loads(run(examples, "audit", "--output-format", "sarif", rc=1).stdout)
+    jsonschema.validate(document, schema)
+    ours = document["runs"][0]
+    # ruff's severity: every result and every rule's default an error.
+    levels = {r["level"] for r in theirs["results"]}
+    levels |= {r["defaultConfiguration"]["level"] for r in theirs["tool"]["driver"]["rules"]}
+    assert levels == {"error"}
+    assert {r["level"] for r in ours["results"]} == levels
+    assert {r["defaultConfiguration"]["level"] for r in ours["tool"]["driver"]["rules"]} == levels
+    # Each rule's help is its page, as `swacheck rule CODE` prints it (docs/ci.md says so).
+    pages = json.loads(run(examples, "rule", "--all", "--output-format", "json", rc=0).stdout)
+    explained = {d["code"]: d["explanation"] for d in pages}
+    for rule in ours["tool"]["driver"]["rules"]:
+        assert rule["help"] == {"text": explained[rule["id"]], "markdown": explained[rule["id"]]}
+    # A result carries its fix, safe or unsafe, as ruff's do; applied, the fixes of every
+    # file are what `--fix --unsafe-fixes` writes.
+    assert any("fixes" in r for r in theirs["results"])
+    assert [bool(r.get("fixes")) for r in ours["results"]] == [bool(f["fix"]) for f in findings]
+    by_file: dict[str, list[dict[str, Any]]] = {}
+    for result in ours["results"]:
+        for fix in result.get("fixes", []):
+            (change,) = fix["artifactChanges"]
+            by_file.setdefault(change["artifactLocation"]["uri"], []).extend(change["replacements"])
+    fixed = tmp_path / "fixed"
+    shutil.copytree(examples, fixed)
+    run(fixed, "audit", "--fix", "--unsafe-fixes", "--no-cache", rc=1)
+    assert by_file
+    for name, replacements in by_file.items():
+        after = _applied((examples / name).read_text(), replacements)
+        assert after == (fixed / name).read_text(), name
+
+
 # -- the line formats ----------------------------------------------------------------
 
 

@@ -34,6 +34,17 @@ def test_readme_rule_table_is_current() -> None:
     assert render_table() in readme, "README rule table is stale: run `python -m swacheck.docs`"
 
 
+def test_summaries_read_alike() -> None:
+    """``swacheck rules``, the pages, the README table and SARIF show each code's summary:
+    each opens with a capital (or code) and ends without a full stop, as ruff's do."""
+    from swacheck.engine.codes import ENGINE_CODES
+
+    summaries = {r.code: r.summary for r in all_rules()} | {c.code: c.summary for c in ENGINE_CODES}
+    for code, summary in summaries.items():
+        assert summary[0].isupper() or summary[0] == "`", (code, summary)
+        assert not summary.endswith("."), (code, summary)
+
+
 def test_every_page_has_the_sections() -> None:
     for rule in all_rules():
         page = render_rule(rule)
@@ -162,3 +173,194 @@ def test_the_github_workflow_runs_real_commands() -> None:
         _build_parser().parse_args(shlex.split(command)[1:])
     pytest_runs = [step["run"] for step in steps if "pytest" in step.get("run", "")]
     assert any("--swa-sanitize=" in run for run in pytest_runs)
+
+
+# -- facts the pages state that the tool knows (issue 40) ---------------------------------
+
+
+def _codes_between(first: str, last: str) -> list[str]:
+    """``SWA001``..``SWA011`` as the codes they span."""
+    return [f"SWA{n:03d}" for n in range(int(first[3:]), int(last[3:]) + 1)]
+
+
+def test_the_readme_introduction_names_every_code() -> None:
+    from swacheck.engine.codes import ENGINE_CODES
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    intro = readme.split("## Quick start", 1)[0]
+    (span,) = re.findall(r"rules `(SWA\d{3})`–`(SWA\d{3})`", intro)
+    assert _codes_between(*span) == [rule.code for rule in all_rules()]
+    for code in ENGINE_CODES:
+        assert f"`{code.code}`" in intro, code.code
+
+
+def test_the_docs_index_names_every_rule_page() -> None:
+    index = (REPO / "docs" / "README.md").read_text(encoding="utf-8")
+    (row,) = [line for line in index.splitlines() if line.startswith("| [rules/](rules/)")]
+    (first, last), *_ = re.findall(r"`(SWA\d{3})\.md` … `(SWA\d{3})\.md`", row)
+    named = set(_codes_between(first, last)) | set(re.findall(r"`(SWA\d{3})\.md`", row))
+    assert named == {page.stem for page in (REPO / "docs" / "rules").glob("*.md")}
+
+
+def test_the_docs_index_names_the_invariants_design_defines() -> None:
+    design = (REPO / "docs" / "design.md").read_text(encoding="utf-8")
+    defined = [int(n) for n in re.findall(r"^\| I(\d+) \|", design, re.M)]
+    assert defined == list(range(1, len(defined) + 1))
+    index = (REPO / "docs" / "README.md").read_text(encoding="utf-8")
+    (span,) = re.findall(r"the invariants I(\d+)–I(\d+)", index)
+    assert [int(n) for n in span] == [1, len(defined)]
+    for rule in all_rules():  # every rule's invariant is one design.md defines
+        assert int(rule.invariant[1:]) in defined, rule.code
+
+
+def test_reliability_counts_the_tests_it_collects() -> None:
+    page = (REPO / "docs" / "reliability.md").read_text(encoding="utf-8")
+    (stated,) = re.findall(r"`tests/reliability/`,\s+collected by [^:]*: (\d+) tests", page)
+    collect = ("--collect-only", "-q", "-p", "no:cacheprovider")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", *collect, "tests/reliability"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    (collected,) = re.findall(r"^(\d+) tests? collected", proc.stdout, re.M)
+    assert int(stated) == int(collected), proc.stdout[-500:]
+
+
+def test_the_quick_start_demo_reports_what_the_readme_says() -> None:
+    """Step 3's command, run as written (with ``--json``), reports exactly the violation
+    kinds the paragraph after it names."""
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    step = readme.split("**3. A first sanitized run.**", 1)[1].split("**4. ", 1)[0]
+    command = next(line for line in step.splitlines() if line.startswith("swacheck demo "))
+    after = step.split(command, 1)[1].split("```\n", 1)[1].split("\n\n", 1)[0]
+    proc = subprocess.run(
+        [sys.executable, "-m", "swacheck", *command.split()[1:], "--json", "--quiet"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    violations = json.loads(proc.stdout.strip().splitlines()[-1])["violations"]
+    named = {word for word in re.findall(r"`([a-z-]+)`", after) if word in violations}
+    assert named == {kind for kind, count in violations.items() if count}
+
+
+def test_the_readme_names_the_wheels_the_engine_tests_download() -> None:
+    engines = REPO / "tests" / "engines"
+    fetched: set[str] = set()
+    for source in engines.glob("*.py"):
+        text = source.read_text(encoding="utf-8")
+        fetched.update(
+            re.findall(r"(?:extracted|_release|wheel)\(\"([\d.]+(?:post\d+)?)\"\)", text)
+        )
+        for releases in re.findall(r"^RELEASES = \(([^)]*)\)", text, re.M):
+            fetched.update(re.findall(r"\"([\d.]+(?:post\d+)?)\"", releases))
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    paragraph = readme.split("<!-- engine-wheels -->\n", 1)[1].split("\n\n", 1)[0]
+    count = {"six": 6, "seven": 7, "eight": 8}[re.findall(r"downloads (\w+) release", paragraph)[0]]
+    listed = set(re.findall(r"\b0\.\d+\.\d+(?:\.post\d+)?\b", paragraph.split(";")[0]))
+    assert listed == fetched and count == len(fetched)
+    wheels = (engines / "sglang_wheels.py").read_text(encoding="utf-8")
+    assert '"SWACHECK_ENGINES"' in wheels and '".cache" / "swacheck" / "engines"' in wheels
+    assert "`~/.cache/swacheck/engines` (or `$SWACHECK_ENGINES`)" in paragraph
+
+
+def test_pyproject_points_to_readme_sections_that_exist() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    headings = set(re.findall(r"^#+ (.+)$", readme, re.M))
+    headings |= set(re.findall(r"^\*\*(?:\d+\. )?([^*]+?)\.?\*\*", readme, re.M))
+    pyproject = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    cited = re.findall(r"README(?::|'s) \"([^\"]+)\"", pyproject)
+    assert cited
+    for section in cited:
+        assert section in headings, section
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_anchors_lead_to_headings() -> None:
+    """A link to ``#anchor`` (in its page or another) names a heading GitHub makes that
+    anchor of, or an explicit ``<a id>`` (a bold lead-in is no heading)."""
+    documents = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    anchors = {
+        d.resolve(): {_slug(h) for h in re.findall(r"^#+ (.+)$", d.read_text(), re.M)}
+        | set(re.findall(r'<a id="([^"]+)"></a>', d.read_text()))
+        for d in documents
+    }
+    for document in documents:
+        for target, anchor in re.findall(r"\]\(([^)#\s]*)#([^)\s]+)\)", document.read_text()):
+            page = (document.parent / target).resolve() if target else document.resolve()
+            if page in anchors:
+                assert anchor in anchors[page], (document.name, target, anchor)
+
+
+# A record's label in docs/real-world.md: the day, the commit it measured, and whether it
+# is current (``*Record of 2026-11-27, main at 620db6d: current.*``).
+RECORD = re.compile(
+    r"^\*Record of (?P<day>\d{4}-\d{2}-\d{2}), [^*]*? at (?P<commit>[0-9a-f]{7,40}): "
+    r"(?P<status>current|superseded)\b",
+    re.M,
+)
+
+
+def _tables(text: str) -> list[tuple[str, list[list[str]]]]:
+    """Each table of a page, with the text before it since the previous table."""
+    found, before, rows = [], [], []
+    for line in text.splitlines():
+        if line.startswith("|"):
+            rows.append([cell.strip() for cell in line.strip("|").split("|")])
+            continue
+        if rows:
+            found.append(("\n".join(before), rows))
+            before, rows = [], []
+        before.append(line)
+    if rows:
+        found.append(("\n".join(before), rows))
+    return found
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=REPO, capture_output=True, text=True, check=False
+    ).stdout.strip()
+
+
+def test_every_real_world_table_says_when_what_and_whether_current() -> None:
+    """Each table is labelled with the day it was measured and the commit it measured
+    (which exists, and is no younger than the record), current or superseded; a
+    current table of findings has a column for every rule, and the current precision
+    table counts what the current findings table holds."""
+    import shutil
+
+    rules = [rule.code for rule in all_rules()]
+    text = (REPO / "docs" / "real-world.md").read_text(encoding="utf-8")
+    history = shutil.which("git") is not None and _git("rev-parse", "--is-shallow-repository")
+    current: dict[str, list[list[str]]] = {}
+    for before, rows in _tables(text):
+        labels = list(RECORD.finditer(before))
+        assert len(labels) == 1, (before[-300:], rows[0])
+        label = labels[0]
+        if history == "false":
+            day = _git("show", "-s", "--format=%cs", f"{label['commit']}^{{commit}}")
+            assert day and day <= label["day"], (label["commit"], day, label["day"])
+        header = rows[0]
+        codes = [cell for cell in header if re.fullmatch(r"SWA\d{3}", cell)]
+        if label["status"] == "current" and codes:
+            assert codes == rules, header
+            current["findings"] = rows
+        if label["status"] == "current" and header[:2] == ["rule", "findings"]:
+            assert [row[0] for row in rows[2:]] == rules
+            current["precision"] = rows
+    findings, precision = current["findings"], current["precision"]
+    column = {cell: i for i, cell in enumerate(findings[0])}
+    for row in precision[2:]:
+        total = sum(int(target[column[row[0]]]) for target in findings[2:])
+        assert int(row[1]) == total, row

@@ -181,6 +181,34 @@ def test_the_repository_is_a_hook_source(tmp_path: Path, tools: None) -> None:
     assert ok.returncode == 0, ok.stdout + ok.stderr
 
 
+def test_the_first_hook_call_says_up_front_that_it_indexes(tmp_path: Path, tools: None) -> None:
+    """pre-commit shows a hook's output once the hook ends, so a long first call (the
+    project indexed for its context) says what it did and roughly how long it takes,
+    first and once; a later call, with nothing to index, does not."""
+    root = tmp_path / "many"
+    root.mkdir()
+    for number in range(70):
+        (root / f"bufs_{number}.py").write_text(
+            "import torch\nout_cache_loc_swa = torch.zeros(8, dtype=torch.int64)\n"
+        )
+    # One worker: indexing 70 files is estimated long enough on any machine.
+    hook = _readme_snippet().replace("--force-exclude", "--force-exclude --jobs 1")
+    (root / ".pre-commit-config.yaml").write_text(hook)
+    _git(root, "init", "-q")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "buffers")
+    home = tmp_path / "pc-home"
+
+    first = _pre_commit(root, home, "--files", "bufs_0.py")
+    assert first.returncode == 1, first.stdout + first.stderr
+    shown = first.stdout + first.stderr
+    assert shown.count("swacheck: indexing the project (70 files), roughly ") == 1
+    assert shown.index("indexing the project") < shown.index("SWA002")
+    later = _pre_commit(root, home, "--files", "bufs_1.py")
+    assert later.returncode == 1 and "SWA002" in later.stdout
+    assert "indexing" not in later.stdout + later.stderr
+
+
 def _sglang_like(root: Path) -> Path:
     """tests/lsp's SGLang-like project (a pool, graph and model runners with one bug of
     each kind), as a git repository."""
@@ -249,6 +277,8 @@ def test_a_baseline_lets_old_findings_through_and_stops_new_ones(
     assert shown == [
         ("minisglang/mem_cache/pool.py", new_row, bug.index("torch.int64") + 1, "SWA002")
     ]
+    # The old findings the baseline records are not news: nothing is said of them.
+    assert "warning:" not in refused.stdout + refused.stderr
 
 
 def test_add_noqa_lets_old_findings_through_and_stops_new_ones(

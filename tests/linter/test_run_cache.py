@@ -135,7 +135,7 @@ def entries(folder: Path) -> dict[Path, bytes]:
     return {
         p: p.read_bytes()
         for p in folder.rglob("*")
-        if p.is_file() and not p.is_symlink() and p.name != ".gitignore"
+        if p.is_file() and not p.is_symlink() and p.name not in (".gitignore", "CACHEDIR.TAG")
     }
 
 
@@ -415,6 +415,110 @@ def test_a_configured_cache_dir_through_a_link_is_not_used(swacheck, tmp_path: P
     assert list(away.iterdir()) == []
 
 
+def test_a_cache_dir_holding_sources_is_not_used(swacheck, tmp_path: Path) -> None:
+    """``cache-dir = "pkg"`` wrote ``pkg/.gitignore`` with ``*`` (new modules vanished from
+    ``git status``) and the same audit then skipped ``pkg``: "All checks passed" on a
+    package with a finding. A folder holding sources (at any depth) or a
+    ``pyproject.toml`` is refused, wherever the setting comes from."""
+    write(tmp_path / "pkg" / "bufs.py", INT64_SWA)
+    write(tmp_path / "src" / "inner" / "bufs.py", INT64_SWA)
+    write(tmp_path / "conf" / "pyproject.toml", "[project]\nname = 'x'\n")
+    folders = [tmp_path / name for name in ("pkg", "src", "conf")]
+    before = sorted(p for folder in folders for p in folder.rglob("*"))
+    for folder in ("pkg", "src", "conf"):
+        write(tmp_path / "pyproject.toml", f"[tool.swacheck]\ncache-dir = {folder!r}\n")
+        proc = swacheck("audit", "--output-format", "concise", check_rc=1)
+        assert proc.stdout.count("SWA002") == 2, proc.stdout
+        assert f"{tmp_path / folder}: holds " in proc.stderr
+        assert "which audits read: the cache is not used" in proc.stderr
+    write(tmp_path / "pyproject.toml", "[tool.swacheck]\n")
+    for given in (("--cache-dir", "pkg"), ("--config", "cache-dir = 'src'")):
+        proc = swacheck("audit", *given, check_rc=1)
+        assert "which audits read: the cache is not used" in proc.stderr
+    assert (
+        "Cache folder: none (" in swacheck("audit", "--show-settings", "--cache-dir", "pkg").stdout
+    )
+    after = sorted(p for folder in folders for p in folder.rglob("*"))
+    assert after == before, "nothing written into the source folders"
+
+
+def test_a_cache_dir_in_version_control_s_folder_is_not_used(
+    swacheck, tmp_path: Path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """``cache-dir = ".git/objects"`` put entries among git's loose objects (same
+    two-hex layout), which ``git fsck`` reports as bad objects."""
+    git = tmp_path / ".git"
+    (git / "objects").mkdir(parents=True)
+    write(tmp_path / "bufs.py", INT64_SWA)
+    for configured in (".git", ".git/objects", ".git/swacheck"):
+        write(tmp_path / "pyproject.toml", f"[tool.swacheck]\ncache-dir = {configured!r}\n")
+        proc = swacheck("audit", check_rc=1)
+        assert "lies inside .git, version control's own folder: the cache is not used" in (
+            proc.stderr
+        )
+    write(tmp_path / "pyproject.toml", "[tool.swacheck]\n")
+    proc = swacheck("audit", "--cache-dir", ".git/objects", check_rc=1)
+    assert f"cache folder {git / 'objects'} lies inside .git" in proc.stderr
+    (tmp_path / "link").symlink_to(git, target_is_directory=True)
+    monkeypatch.setenv("SWACHECK_CACHE_DIR", str(tmp_path / "link" / "swc"))
+    assert "lies inside .git" in swacheck("audit", check_rc=1).stderr
+    assert sorted(p.relative_to(git) for p in git.rglob("*")) == [Path("objects")]
+
+
+def test_a_gitignore_goes_only_into_a_folder_the_cache_made(swacheck, tmp_path: Path) -> None:
+    """A folder the cache makes gets ``.gitignore`` and the cache directory tag; one that
+    was there (empty, or an older swacheck's cache) is tagged when adopted, never given
+    a ``.gitignore``; a tagged cache is not searched below its top again."""
+    write(tmp_path / "bufs.py", INT64_SWA)
+    swacheck("audit", check_rc=1)
+    made = tmp_path / ".swacheck_cache"
+    assert (made / ".gitignore").read_text() == "# Automatically created by swacheck.\n*\n"
+    assert (made / "CACHEDIR.TAG").read_bytes().startswith(b"Signature: 8a477f597d28d172789f06")
+    (tmp_path / "mine").mkdir()
+    write(tmp_path / "pyproject.toml", "[tool.swacheck]\ncache-dir = 'mine'\n")
+    swacheck("audit", check_rc=1)
+    assert entries(tmp_path / "mine") and (tmp_path / "mine" / "CACHEDIR.TAG").is_file()
+    assert not (tmp_path / "mine" / ".gitignore").exists()
+    # An older swacheck's cache (entries and a .gitignore, no tag) is adopted, entries kept.
+    (made / "CACHEDIR.TAG").unlink()
+    write(tmp_path / "pyproject.toml", "[tool.swacheck]\n")
+    before = entries(made)
+    assert codes_found(swacheck) == ["bufs.py:SWA002"]
+    assert (made / "CACHEDIR.TAG").is_file() and set(before) <= set(entries(made))
+
+
+def test_an_empty_or_unreadable_cache_key_is_made_anew(
+    swacheck, tmp_path: Path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """A 0-byte key (a full disk, a truncation) turned the cache off for good and said
+    nothing; ``--show-settings`` still named the cache folder."""
+    project = tmp_path / "project"
+    write(project / "bufs.py", INT64_SWA)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    key = tmp_path / "xdg" / "swacheck" / "cache-key"
+    key.parent.mkdir(parents=True)
+    run = swacheck.__class__(project)
+    for broken in (b"", b"short"):
+        key.write_bytes(broken)
+        shutil.rmtree(project / ".swacheck_cache", ignore_errors=True)
+        proc = run("audit", check_rc=1)
+        assert "cache" not in proc.stderr
+        assert len(key.read_bytes()) == 32 and key.stat().st_mode & 0o777 == 0o600
+        assert entries(project / ".swacheck_cache"), "the cache is on"
+    key.unlink()
+    os.mkfifo(key)  # unreadable (and a read would block): replaced too
+    assert codes_found(run) == ["bufs.py:SWA002"]
+    assert key.is_file() and len(key.read_bytes()) == 32
+    key.unlink()
+    key.mkdir()  # cannot be replaced: the run says so, once
+    shutil.rmtree(project / ".swacheck_cache")
+    proc = run("audit", check_rc=1)
+    assert proc.stderr.count(f"the cache is off: its signing key {key} cannot be made") == 1
+    assert not (project / ".swacheck_cache").exists()
+    settings = run("audit", "--show-settings").stdout
+    assert f"Cache folder: none (the cache is off: its signing key {key}" in settings
+
+
 # -- the cache survives what its entries do not depend on (issue 26) ----------------------
 
 # ``swacheck audit`` counting libcst's parses (``--jobs 1``: all of them in this process).
@@ -586,7 +690,14 @@ def test_the_analysis_reads_no_key_its_cached_facts_are_not_keyed_by() -> None:
         "swacheck/engine/checker.py": {"max_file_time", "per_file_ignores"},
         "swacheck/engine/units.py": {"max_file_time", "max_file_size"},
         "swacheck/engine/workers.py": {"max_file_time"},
-        "swacheck/engine/selection.py": {"per_file_ignores", "select", "extend_select", "ignore"},
+        # ``source``: only to name the file an unknown code came from.
+        "swacheck/engine/selection.py": {
+            "per_file_ignores",
+            "select",
+            "extend_select",
+            "ignore",
+            "source",
+        },
     }
     modules = [
         *(REPO / "swacheck" / "analysis").glob("*.py"),

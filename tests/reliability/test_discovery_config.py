@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -138,6 +139,39 @@ def test_invalid_gitignore_lines_are_skipped_and_reported(cli: Cli, tmp_path: Pa
         assert f".gitignore: line {number}: invalid pattern {pattern} skipped" in proc.stderr
 
 
+@pytest.fixture
+def deep_tree(tmp_path: Path) -> Iterator[Path]:
+    """The bottom of a chain of 1,500 folders below ``tmp_path``, removed afterwards
+    bottom-up: ``shutil.rmtree`` (pytest's clean-up of old temporary folders) recurses
+    per level and would fail on it in every later session."""
+    deep = tmp_path
+    for _ in range(1500):  # os.makedirs recurses per level too
+        deep = deep / "d"
+        deep.mkdir()
+    try:
+        yield deep
+    finally:
+        while deep != tmp_path:
+            for entry in deep.iterdir():
+                entry.unlink()
+            deep.rmdir()
+            deep = deep.parent
+
+
+def test_a_tree_1500_folders_deep_is_walked(cli: Cli, tmp_path: Path, deep_tree: Path) -> None:
+    """Discovery recursed once per folder (through the ``.gitignore`` chain's generators)
+    and a tree ~1,000 deep ended the audit with ``RecursionError``: no findings at all."""
+    (tmp_path / ".git").mkdir()
+    write(tmp_path / ".gitignore", "generated_*.py\n")
+    write(deep_tree / "bufs.py", INT64_SWA)
+    write(deep_tree / "generated_bufs.py", INT64_SWA)
+    write(deep_tree / ".gitignore", "other.py\n")
+    found = cli.json(timeout=60)
+    assert _names(found, tmp_path) == [f"{'d/' * 1500}bufs.py"]
+    given = cli.json("--no-cache", str(deep_tree / "bufs.py"), timeout=60)
+    assert [f["code"] for f in given] == ["SWA002"]
+
+
 # [tool.swacheck] body -> what the error must name: the key, and the reason.
 BAD_CONFIGS = {
     "unknown-key": ("maping-attributes = ['m']", "'maping-attributes'", "unknown configuration"),
@@ -179,6 +213,24 @@ BAD_CONFIGS = {
     "memory-huge": ("max-file-memory = 9000000000000", "max-file-memory", "up to"),
     "malformed": ("[tool.swacheck", "pyproject.toml", "not valid TOML"),
     "duplicate-key": ("select = []\nselect = []", "pyproject.toml", "not valid TOML"),
+    # What tomllib and re raise besides their own errors (each was a traceback, exit 1).
+    "deep-arrays": ("select = " + "[" * 600 + "]" * 600, "pyproject.toml", "nested too deeply"),
+    "deep-inline-tables": (
+        "per-file-ignores = " + "{a = " * 600 + "1" + "}" * 600,
+        "pyproject.toml",
+        "nested too deeply",
+    ),
+    "huge-integer": ("max-file-size = " + "1" * 5000, "pyproject.toml", "Exceeds the limit"),
+    "regex-too-deep": (
+        "swa-loc-pattern = '" + "(" * 1000 + ")" * 1000 + "'",
+        "swa-loc-pattern",
+        "not a valid regular expression",
+    ),
+    "regex-huge-repeat": (
+        "swa-loc-pattern = 'a{99999999999}'",
+        "swa-loc-pattern",
+        "not a valid regular expression: the repetition number is too large",
+    ),
 }
 
 
@@ -194,6 +246,25 @@ def test_bad_configuration_exits_2_naming_key_and_reason(
     error = capsys.readouterr().err
     assert "configuration error" in error
     assert key in error and reason in error, error
+    assert str(tmp_path / "pyproject.toml") in error, error
+    assert len(error) < 2000, "no value is shown whole"
+
+
+@pytest.mark.parametrize(
+    ("override", "reason"),
+    [
+        ("select = " + "[" * 600 + "]" * 600, "nested too deeply"),
+        ("max-file-size = " + "1" * 5000, "Exceeds the limit"),
+        ("swa-loc-pattern = '" + "(" * 1000 + ")" * 1000 + "'", "not a valid regular expression"),
+    ],
+)
+def test_bad_configuration_overrides_exit_2(
+    override: str, reason: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(tmp_path)
+    assert main(["audit", "--no-cache", "--config", override, "."]) == 2
+    error = capsys.readouterr().err
+    assert "configuration error: --config" in error and reason in error
 
 
 @pytest.mark.parametrize(
@@ -342,7 +413,7 @@ def test_a_cache_entry_planted_in_the_tree_is_never_executed(cli: Cli, tmp_path:
     cli("audit", check_rc=1)  # fills .swacheck_cache/ with the keys the next run reads
     marker = tmp_path / "executed"
     for entry in (tmp_path / ".swacheck_cache").rglob("*"):
-        if entry.is_file() and entry.name != ".gitignore":
+        if entry.is_file() and entry.name not in (".gitignore", "CACHEDIR.TAG"):
             entry.write_bytes(pickle.dumps(_OpensOnLoad(marker)))
     cli("audit")
     assert not marker.exists()

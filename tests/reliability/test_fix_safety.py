@@ -10,6 +10,7 @@ The same checks on real SGLang releases: benchmarks/fix_roundtrip.py.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -217,7 +218,7 @@ fix = passes.Passes.fix
 
 def paused(self, source, *args, **kwargs):
     outcome = fix(self, source, *args, **kwargs)
-    if source.key == "bufs.py":
+    if source.key.endswith("bufs.py"):
         Path("ready").touch()
         deadline = time.monotonic() + 60
         while not Path("go").exists() and time.monotonic() < deadline:
@@ -234,14 +235,10 @@ sys.exit(main(["audit", *options, *sys.argv[1:]]))
 EDITED = INT64_SWA + "swa_indices = torch.arange(8, dtype=torch.int64)  # saved meanwhile\n"
 
 
-def test_an_edit_saved_during_the_run_is_not_overwritten(tmp_path: Path) -> None:
-    """A writer process saves bufs.py after the audit read it and before its fix is
-    written: the edit stays, the file is reported (SWA999, exit 1) and the other file
-    is fixed as usual."""
-    target = write(tmp_path / "bufs.py", INT64_SWA)
-    other = write(tmp_path / "other.py", INT64_SWA)
+def _paused_fix(tmp_path: Path, *paths: str) -> subprocess.Popen[str]:
+    """``swacheck audit --fix PATHS`` in ``tmp_path``, paused once bufs.py's fix is made."""
     audit = subprocess.Popen(
-        [sys.executable, "-c", PAUSED_FIX, "bufs.py", "other.py"],
+        [sys.executable, "-c", PAUSED_FIX, *paths],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -251,6 +248,16 @@ def test_an_edit_saved_during_the_run_is_not_overwritten(tmp_path: Path) -> None
     while not (tmp_path / "ready").exists() and audit.poll() is None:
         assert time.monotonic() < deadline
         time.sleep(0.01)
+    return audit
+
+
+def test_an_edit_saved_during_the_run_is_not_overwritten(tmp_path: Path) -> None:
+    """A writer process saves bufs.py after the audit read it and before its fix is
+    written: the edit stays, the file is reported (SWA999, exit 1) and the other file
+    is fixed as usual."""
+    target = write(tmp_path / "bufs.py", INT64_SWA)
+    other = write(tmp_path / "other.py", INT64_SWA)
+    audit = _paused_fix(tmp_path, "bufs.py", "other.py")
     target.write_text(EDITED)  # the editor's save, in place
     (tmp_path / "go").touch()
     out, err = audit.communicate(timeout=120)
@@ -260,6 +267,39 @@ def test_an_edit_saved_during_the_run_is_not_overwritten(tmp_path: Path) -> None
     assert "bufs.py:1:1: SWA999 File changed on disk during the run" in out
     assert "Traceback" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bufs.py", "go", "other.py", "ready"]
+
+
+@pytest.mark.parametrize("swapped", ["file", "folder", "copy in place"])
+def test_a_file_swapped_while_the_run_lasts_is_not_written(tmp_path: Path, swapped: str) -> None:
+    """bufs.py replaced, while the audit runs, by a symlink to an identical copy elsewhere
+    (another checkout), its folder by a link to a copy of the folder, or by an identical
+    copy at the same path (a new inode): that copy was rewritten outside the project. Now
+    nothing but the file read is written (same device and inode, same bytes); the swapped
+    path is reported as changed on disk and the other file is fixed."""
+    project = tmp_path / "project"
+    away = tmp_path / "elsewhere"
+    target = write(project / "pkg" / "bufs.py", INT64_SWA)
+    other = write(project / "other.py", INT64_SWA)
+    write(away / "pkg" / "bufs.py", INT64_SWA)
+    audit = _paused_fix(project, ".")
+    if swapped == "file":
+        target.unlink()
+        target.symlink_to(away / "pkg" / "bufs.py")
+    elif swapped == "folder":
+        shutil.rmtree(project / "pkg")
+        (project / "pkg").symlink_to(away / "pkg", target_is_directory=True)
+    else:
+        write(project / "pkg" / "copy.tmp", INT64_SWA)
+        os.replace(project / "pkg" / "copy.tmp", target)
+    (project / "go").touch()
+    out, err = audit.communicate(timeout=120)
+    assert audit.returncode == 1, (out, err)
+    assert "pkg/bufs.py:1:1: SWA999 File changed on disk during the run" in out
+    assert (away / "pkg" / "bufs.py").read_text() == INT64_SWA, "nothing written outside"
+    assert target.read_text() == INT64_SWA
+    assert other.read_text() == FIXED
+    assert "Traceback" not in err
+    assert sorted(p.name for p in away.rglob("*")) == ["bufs.py", "pkg"]
 
 
 def test_an_edit_just_before_the_rename_is_kept(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -286,10 +326,10 @@ def test_an_edit_just_before_the_rename_is_kept(tmp_path: Path, monkeypatch) -> 
     write(tmp_path / "bufs.py", INT64_SWA)
     replace = os.replace
 
-    def saved_in_place(source, destination):  # type: ignore[no-untyped-def]
+    def saved_in_place(source, destination, **at):  # type: ignore[no-untyped-def]
         monkeypatch.undo()  # once: the file is put back with os.replace itself
-        Path(destination).write_text(EDITED)
-        replace(source, destination)
+        target.write_text(EDITED)
+        replace(source, destination, **at)
 
     monkeypatch.setattr(fixer.os, "replace", saved_in_place)
     with pytest.raises(fixer.ChangedOnDisk):

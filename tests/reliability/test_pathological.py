@@ -32,6 +32,30 @@ CASES: dict[str, tuple[bytes, list[str], str]] = {
     "empty.py": (b"", [], ""),
     "latin1.py": (b"# -*- coding: latin-1 -*-\nname = '\xe9'\n" + BUG, ["SWA002"], ""),
     "cp1252.py": (b"# coding: cp1252\nname = '\x93q\x94'\n" + BUG, ["SWA002"], ""),
+    # CPython finds the declaration in the first two lines, whatever ends them, and reads
+    # a first line that is a comment in any bytes; ``tokenize`` and libcst did not.
+    "latin1_cr.py": (
+        b"# -*- coding: latin-1 -*-\rname = '\xe9'\r" + BUG.replace(b"\n", b"\r"),
+        ["SWA002"],
+        "",
+    ),
+    "latin1_declared_after_latin1_comment.py": (
+        b"# caf\xe9\n# -*- coding: latin-1 -*-\nname = '\xe9'\n" + BUG,
+        ["SWA002"],
+        "",
+    ),
+    "cp1252_cr_after_shebang.py": (
+        b"#!/usr/bin/env python\r# coding: cp1252\rname = '\x93'\r" + BUG.replace(b"\n", b"\r"),
+        ["SWA002"],
+        "",
+    ),
+    # CPython never decodes a UTF-8 file's comments: other bytes there pass.
+    "latin1_bytes_in_a_comment.py": (b"# caf\xe9\n" + BUG, ["SWA002"], ""),
+    "declared_on_the_third_line.py": (
+        b"#!/usr/bin/env python\n#\n# coding: latin-1\n" + SWA + b"name = '\xe9'\n",
+        ["SWA999"],
+        "decode",
+    ),
     "unknown_encoding.py": (b"# -*- coding: klingon -*-\n" + SWA, ["SWA999"], "unknown encoding"),
     "utf16_declared.py": (b"# -*- coding: utf-16 -*-\n" + SWA, ["SWA999"], ""),
     "undeclared_latin1.py": (SWA + b"name = '\xff'\n", ["SWA999"], "decode"),
@@ -147,3 +171,39 @@ def test_noqa_holds_in_every_newline_style(cli: Cli, tmp_path: Path) -> None:
         ("crlf.py", 4),
         ("lf.py", 4),
     ]
+
+
+def test_a_declared_encoding_with_cr_line_ends_is_audited_fixed_and_suppressed(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """The issue's file: latin-1 declared, CR-only line ends, a non-ASCII byte. CPython
+    compiles it; it got ``SWA999 cannot decode source`` and ``--fix`` did nothing."""
+    head = b"# -*- coding: latin-1 -*-\rname = '\xe9'\r"
+    target = write(tmp_path / "bufs.py", head + BUG.replace(b"\n", b"\r"))
+    found = cli.json("--no-cache")
+    assert [(f["code"], f["location"]["row"]) for f in found] == [("SWA002", 4)]
+    cli("audit", "--no-cache", "--fix", "--unsafe-fixes", check_rc=0)
+    assert target.read_bytes() == head + BUG.replace(b"\n", b"\r").replace(b"int64", b"int32")
+    target.write_bytes(head + BUG.replace(b"\n", b"\r"))
+    cli("audit", "--no-cache", "--add-noqa", check_rc=0)
+    assert b"# noqa: SWA002\r" in target.read_bytes()
+    assert target.read_bytes().startswith(head)
+    assert cli.json("--no-cache") == []
+
+
+def test_a_file_with_other_bytes_in_its_comments_is_audited_not_rewritten(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """CPython compiles a UTF-8 file whose comments hold latin-1 bytes; its findings are
+    reported, and a fix or a ``# noqa`` that would rewrite bytes never decoded is refused
+    with the reason (not written with U+FFFD in their place)."""
+    content = b"# caf\xe9\n" + BUG
+    target = write(tmp_path / "bufs.py", content)
+    assert [f["code"] for f in cli.json("--no-cache")] == ["SWA002"]
+    fixed = cli("audit", "--no-cache", "--fix", "--unsafe-fixes", check_rc=1)
+    assert "bufs.py: fix not applied (the file's comments hold bytes that are not UTF-8" in (
+        fixed.stderr
+    )
+    noqa = cli("audit", "--no-cache", "--add-noqa", check_rc=2)
+    assert "bufs.py: no `# noqa` added: the file's comments hold bytes" in noqa.stderr
+    assert target.read_bytes() == content

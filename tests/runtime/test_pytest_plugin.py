@@ -363,6 +363,97 @@ def test_bad_class_spec_under_a_marker_only_session_ends_it(declared: pytest.Pyt
     assert output.count("no_such_engine:Runner: cannot import no_such_engine") == 1
 
 
+@pytest.mark.parametrize(
+    ("body", "raised"),
+    [
+        ("import sys\nsys.exit('no GPU here')\n", "SystemExit: no GPU here"),
+        ("raise RuntimeError('CUDA is not available')\n", "RuntimeError: CUDA is not available"),
+        ("raise KeyError('device')\n", "KeyError: 'device'"),
+        ("def __getattr__(name):\n    raise RuntimeError('lazy load failed')\n", "reading"),
+    ],
+)
+@pytest.mark.parametrize("sanitizing", ["option", "marker"])
+def test_a_class_whose_module_fails_is_one_usage_error(
+    pytester: pytest.Pytester, body: str, raised: str, sanitizing: str
+) -> None:
+    """A module named in the ini option that raises at import (``SystemExit`` included)
+    or whose attribute cannot be read was a pytest INTERNALERROR (exit 3): now one usage
+    error (exit 4) naming the class and what was raised, at start-up or at the first
+    sanitized test."""
+    pytester.makepyfile(broken_engine=body)
+    pytester.syspathinsert()
+    pytester.makeini("[pytest]\nswa_sanitize_classes = broken_engine:Pool\n")
+    marker = "@pytest.mark.swa_sanitize\n" if sanitizing == "marker" else ""
+    pytester.makepyfile(
+        test_two=f"import pytest\n\n\n{marker}def test_one():\n    pass\n\n\n"
+        f"{marker}def test_two():\n    pass\n"
+    )
+    args = ["--swa-sanitize=fast"] if sanitizing == "option" else []
+    result = pytester.runpytest_subprocess(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    output = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in output and "Traceback" not in output
+    assert output.count("swa_sanitize_classes: broken_engine:Pool: ") == 1, output
+    assert raised in output
+
+
+@pytest.mark.parametrize(
+    ("marker", "complaint"),
+    [
+        ('level="fast", action="explode"', "action='explode': expected one of raise, log"),
+        ('level="slow"', "level='slow': expected one of off, fast, full"),
+        ('"slow"', "level='slow': expected one of off, fast, full"),
+        ('levle="fast"', "unknown argument 'levle' (it takes level= and action=)"),
+        ('"fast", "raise"', "takes level as its one positional argument, got 2"),
+        ('"fast", level="full"', "level given twice"),
+    ],
+)
+def test_a_bad_marker_is_a_usage_error_naming_its_argument(
+    pytester: pytest.Pytester, marker: str, complaint: str
+) -> None:
+    """``@pytest.mark.swa_sanitize(level="fast", action="explode")`` blamed ``level`` and
+    was an error in its test (exit 1): each marker is checked at collection, and a bad one
+    ends the session before any test runs (exit 4), naming the test and the argument."""
+    pytester.makepyfile(
+        test_marks=f"import pytest\n\n\n@pytest.mark.swa_sanitize({marker})\n"
+        "def test_marked():\n    pass\n\n\ndef test_plain():\n    pass\n"
+    )
+    result = pytester.runpytest_subprocess()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [f"ERROR: test_marks.py::test_marked: @pytest.mark.swa_sanitize: {complaint}*"]
+    )
+    assert "passed" not in result.stdout.str()
+
+
+def test_a_bad_swacheck_configuration_is_one_usage_error(pytester: pytest.Pytester) -> None:
+    """The sanitizer reads ``[tool.swacheck]`` (the names it recognises roles by): a bad
+    one was a ``ConfigError`` traceback in every sanitized test; now the session ends
+    with it once, naming the file and the key."""
+    pytester.makepyprojecttoml("[tool.swacheck]\nreplay-methods = 'step'\n")
+    pytester.makepyfile(test_two="def test_one():\n    pass\n\n\ndef test_two():\n    pass\n")
+    result = pytester.runpytest_subprocess("--swa-sanitize=fast")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    output = result.stdout.str() + result.stderr.str()
+    assert output.count("swacheck configuration: ") == 1, output
+    assert "pyproject.toml: replay-methods: expected a list of strings" in output
+    assert "Traceback" not in output
+
+
+def test_a_bad_marker_is_a_usage_error_under_xdist(pytester: pytest.Pytester) -> None:
+    """The workers collect; the controller ends the session with their usage error."""
+    pytest.importorskip("xdist")
+    pytester.makepyfile(
+        test_marks='import pytest\n\n\n@pytest.mark.swa_sanitize(action="explode")\n'
+        "def test_marked():\n    pass\n\n\ndef test_plain():\n    pass\n"
+    )
+    result = pytester.runpytest_subprocess("-n", "2", "-p", "xdist")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    output = result.stdout.str() + result.stderr.str()
+    assert output.count("action='explode': expected one of raise, log") == 1, output
+    assert "INTERNALERROR" not in output and "passed" not in result.stdout.str()
+
+
 def test_roles_spelled_for_the_help_text_are_the_runtime_ones() -> None:
     from swacheck import pytest_plugin
     from swacheck.runtime import class_spec

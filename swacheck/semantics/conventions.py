@@ -1,0 +1,308 @@
+"""Each SWA role's dtype convention, per file and per project (I3 by role).
+
+``swa-loc-dtype = "auto"`` (the default) reads each role's convention off the code, the
+nearest evidence first:
+
+* ``write`` (the KV stores' scatter targets): the file's own casts of its write
+  locations (a cast is a choice made for a consumer: ``translate(loc).to(torch.int32)``
+  before a KV store of its own) or its asserts on them; else what the project's
+  translation returns (the producer every path hands to the KV stores) and what its KV
+  stores assert; else int32, the design's dtype where nothing says otherwise;
+* ``page-table`` (what kernels read; kernels differ per backend, so the file decides
+  first): the file's casts or asserts; else its own allocations; else the project's
+  casts; else int32.
+
+A level whose evidence disagrees with itself decides nothing; the next one does. Where no
+level decides and one disagreed (translations returning both dtypes, as 0.5.16's unified
+pool beside the SWA pool), the role has no convention and nothing is reported against
+one. ``swa-loc-dtype`` set for a role replaces the inference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from swacheck.semantics.dtypes import (
+    ALLOCATION,
+    ASSERTED,
+    CAST,
+    DEFAULT,
+    TRANSLATION,
+    Decision,
+    Dtypes,
+    asserted_parameters,
+)
+from swacheck.semantics.function import BIND
+from swacheck.semantics.model import WRITE, Era, words
+from swacheck.semantics.module import ModuleFacts
+from swacheck.semantics.project import Function
+from swacheck.semantics.uses import Use, role_uses, target_name
+from swacheck.semantics.values import Ctx
+
+DEFAULT_DTYPE = "int32"
+INTEGERS = frozenset({"int32", "int64"})
+
+
+@dataclass(frozen=True)
+class Convention:
+    """A role's dtype for a file, and why (a clause of the message). ``known``: read off
+    code that consumes or produces the role's values, not configured nor the default."""
+
+    dtype: str
+    why: str
+    known: bool = True
+
+
+@dataclass(frozen=True)
+class Evidence:
+    dtype: str
+    kind: str
+    where: str
+
+
+def noun(role: str) -> str:
+    return "SWA write locations" if role == WRITE else "SWA page tables and window indices"
+
+
+class Conventions:
+    """The conventions of one audit (built once per analysis and configuration)."""
+
+    def __init__(self, dtypes: Dtypes, config: object) -> None:
+        self.dtypes = dtypes
+        self.values = dtypes.values
+        self.project = dtypes.project
+        self.model = dtypes.model
+        self.config = config
+        self._uses: dict[str, list[tuple[Function, Use]]] = {}
+        self._conventions: dict[tuple[str, str], Convention | None] = {}
+        self._translation: list[Evidence] | None = None
+
+    def uses(self, module: ModuleFacts) -> list[tuple[Function, Use]]:
+        """The role uses of every analysed function of ``module`` (memoised)."""
+        found = self._uses.get(module.module)
+        if found is None:
+            found = self._uses[module.module] = [
+                (function, use)
+                for function in self._functions(module)
+                for use in role_uses(function, self.values)
+            ]
+        return found
+
+    def _functions(self, module: ModuleFacts) -> Iterable[Function]:
+        for key, facts in module.functions.items():
+            if facts.analysed:
+                found = self.project.functions.get(f"{module.module}.{key}")
+                if found is not None:
+                    yield found
+        top = self.project.functions.get(f"{module.module}.<module>")
+        if top is not None:
+            yield top
+
+    def decisions(self, function: Function, use: Use) -> tuple[Decision, ...]:
+        """Every dtype the use's value may have (a float one too: an index buffer made
+        by a factory left at its default dtype)."""
+        return self.dtypes.of(use.value, Ctx(function))
+
+    # -- evidence -----------------------------------------------------------------------
+
+    def _file(self, module: ModuleFacts, role: str, kinds: frozenset[str]) -> list[Evidence]:
+        out = []
+        for function, use in self.uses(module):
+            if use.role != role:
+                continue
+            for d in self.decisions(function, use):
+                # an allocation is evidence where its dtype is written there, not taken
+                # from another value (``dtype=x.dtype``)
+                if d.dtype not in INTEGERS:
+                    continue
+                if d.kind in kinds and (d.literal or d.kind not in (ALLOCATION, DEFAULT)):
+                    out.append(Evidence(d.dtype, d.kind, _where(d, function, use)))
+        if role != WRITE and ALLOCATION in kinds:
+            out += self._full_tables(module)
+        if ASSERTED in kinds:
+            for function in self._functions(module):
+                for param, dtype in asserted_parameters(function.facts).items():
+                    if dtype in INTEGERS and self.model.swa_role(param) == role:
+                        out.append(
+                            Evidence(dtype, ASSERTED, f"{module.path}, `{function.facts.name}()`")
+                        )
+        return out
+
+    def _full_tables(self, module: ModuleFacts) -> list[Evidence]:
+        """The file's full page tables' allocations: its kernels read both kinds with one
+        dtype (a backend's `page_table` and `swa_page_table`)."""
+        out = []
+        for function in self._functions(module):
+            for event in function.facts.events:
+                name = target_name(event.target) if event.kind == BIND else None
+                if name is None or event.value is None:
+                    continue
+                found = words(name)
+                if "swa" in found or "table" not in found or not found & {"page", "block"}:
+                    continue
+                for d in self.dtypes.of(event.value, Ctx(function)):
+                    if d.kind == ALLOCATION and d.literal and d.dtype in INTEGERS:
+                        out.append(
+                            Evidence(d.dtype, ALLOCATION, f"{module.path}:{event.span.line}")
+                        )
+        return out
+
+    def translation(self) -> list[Evidence]:
+        """What the project's translate methods return."""
+        if self._translation is None:
+            self._translation = []
+            found = []
+            for function in self.dtypes.translate_methods():
+                for d in self.dtypes.of(function.facts.returns, Ctx(function)):
+                    if d.dtype in INTEGERS:
+                        found.append(
+                            Evidence(
+                                d.dtype,
+                                TRANSLATION,
+                                f"{function.module.path}, `{function.facts.name}`",
+                            )
+                        )
+            self._translation = found
+        return self._translation
+
+    def _stores(self) -> list[Evidence]:
+        """What the KV stores (``kv-write-methods``) assert on their SWA write locations."""
+        out = []
+        for method in getattr(self.config, "kv_write_methods", ()):
+            for function in self.project.methods_named(method):
+                for param, dtype in asserted_parameters(function.facts).items():
+                    if dtype in INTEGERS and self.model.swa_role(param) == WRITE:
+                        out.append(
+                            Evidence(dtype, ASSERTED, f"{function.module.path}, `{method}()`")
+                        )
+        return out
+
+    def _project_casts(self, role: str) -> list[Evidence]:
+        return [
+            e
+            for module in self.project.modules.values()
+            for e in self._file(module, role, frozenset({CAST}))
+        ]
+
+    # -- conventions ---------------------------------------------------------------------
+
+    def convention(self, module: ModuleFacts, role: str) -> Convention | None:
+        key = (module.module, role)
+        if key not in self._conventions:
+            self._conventions[key] = self._convention(module, role)
+        return self._conventions[key]
+
+    def _convention(self, module: ModuleFacts, role: str) -> Convention | None:
+        configured = _configured(self.config, role)
+        if configured is not None:
+            why = f"`swa-loc-dtype` sets torch.{configured} for {noun(role)}"
+            return Convention(configured, why, known=False)
+        era = self.era() if role == WRITE else None
+        if era is not None:
+            why = f"{noun(role)} are torch.{era.write_dtype} in {era.name}"
+            return Convention(era.write_dtype, why)
+        named = sorted(
+            (loc.name, loc.dtype)
+            for loc in self.model.locations.values()
+            if loc.role == role and loc.dtype
+        )
+        if named and len({dtype for _, dtype in named}) == 1:
+            names = ", ".join(f"`{name}`" for name, _ in named)
+            why = f"{self.model.engines[0]}'s kernels take torch.{named[0][1]} for {names}"
+            return Convention(named[0][1], why)
+        levels: list[tuple[str, list[Evidence]]] = [
+            ("file", self._file(module, role, frozenset({CAST, ASSERTED})))
+        ]
+        if role == WRITE:
+            levels.append(("project", self.translation() + self._stores()))
+        else:
+            levels.append(("file", self._file(module, role, frozenset({ALLOCATION, DEFAULT}))))
+            levels.append(("project", self._project_casts(role)))
+        for scope, evidence in levels:
+            dtypes = {e.dtype for e in evidence}
+            if len(dtypes) == 1:
+                return Convention(evidence[0].dtype, _why(scope, evidence[0], noun(role)))
+        if any(evidence for _, evidence in levels):
+            return None  # the code holds both dtypes for the role: no one convention
+        return Convention(
+            DEFAULT_DTYPE,
+            f"{noun(role)} are torch.{DEFAULT_DTYPE} unless the project shows otherwise "
+            "(the seed design; no translation, cast or assert here says otherwise)",
+            known=False,
+        )
+
+    def era(self) -> Era | None:
+        """The model's era this project is of, where one applies (memoised)."""
+        if not hasattr(self, "_era"):
+            self._era = next(
+                (
+                    era
+                    for era in self.model.eras
+                    if any(
+                        not f.facts.trivial
+                        for name in self.model.names(era.defines)
+                        for f in self.project.functions_named(name)
+                    )
+                ),
+                None,
+            )
+        return self._era
+
+    def checks_translations(self) -> Convention | None:
+        """The write convention a translation's own result is checked against: one the
+        configuration or the era sets (else the translation sets it)."""
+        if _configured(self.config, WRITE) is None and self.era() is None:
+            return None
+        return self._convention_for_translations()
+
+    def _convention_for_translations(self) -> Convention | None:
+        configured = _configured(self.config, WRITE)
+        if configured is not None:
+            return Convention(
+                configured,
+                f"`swa-loc-dtype` sets torch.{configured} for {noun(WRITE)}",
+                known=False,
+            )
+        era = self.era()
+        assert era is not None
+        return Convention(
+            era.write_dtype, f"{noun(WRITE)} are torch.{era.write_dtype} in {era.name}"
+        )
+
+    def slot_takes(self, module: ModuleFacts, role: str, slot: str, dtype: str) -> bool:
+        """Whether the consumer of ``slot`` is known to take ``dtype``: this file binds
+        that slot to a value of it, or some file binds it to a deliberate one (a
+        translation, a cast)."""
+        for other in self.project.modules.values():
+            for function, use in self.uses(other):
+                if use.role != role or use.slot != slot:
+                    continue
+                for d in self.decisions(function, use):
+                    if d.dtype == dtype and (other is module or d.kind in (TRANSLATION, CAST)):
+                        return True
+        return False
+        return False
+
+
+def _where(d: Decision, function: Function, use: Use) -> str:
+    return f"{function.module.path}:{use.place.line}"
+
+
+def _why(scope: str, evidence: Evidence, what: str) -> str:
+    dtype = f"torch.{evidence.dtype}"
+    if scope == "file":
+        verb = {ASSERTED: "asserts", ALLOCATION: "allocates", DEFAULT: "allocates"}.get(
+            evidence.kind, "casts"
+        )
+        return f"this file {verb} its {what} as {dtype} ({evidence.where})"
+    how = {
+        TRANSLATION: f"its translation returns {dtype}",
+        ASSERTED: f"its KV store asserts {dtype}",
+    }.get(evidence.kind, f"it casts them to {dtype}")
+    return f"{what} are {dtype} in this project: {how} ({evidence.where})"
+
+
+def _configured(config: object, role: str) -> str | None:
+    dtype = config.swa_dtype_for(role) if hasattr(config, "swa_dtype_for") else "auto"
+    return None if dtype == "auto" else dtype

@@ -1,0 +1,297 @@
+"""The project: every file's facts, and the lookups that cross files.
+
+Built from the :class:`~swacheck.semantics.module.ModuleFacts` of every candidate file
+of an audit. It answers: which class or function a qualified name is (through the
+imports that spell it, or a class name alone where only one class has it), a class's
+bases and subclasses in method resolution order, which function a call runs (a method
+through its receiver's class, ``super()``, a module function, a nested function, a
+class's constructor), what each field of a class is bound to in its methods, and the
+function a term belongs to. Nothing here knows the engine; the model's questions are
+asked in :mod:`swacheck.semantics.values`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from functools import cached_property
+
+from swacheck.semantics.function import BIND, Event, FunctionFacts
+from swacheck.semantics.module import ClassFacts, ModuleFacts
+from swacheck.semantics.terms import Attr, Call, Global, Param, Term
+
+CONSTRUCTORS = frozenset({"__init__", "__post_init__", "__new__", "__setstate__"})
+
+
+@dataclass(frozen=True)
+class Function:
+    """A function of the project: its qualified name, its facts, its module."""
+
+    qual: str
+    facts: FunctionFacts
+    module: ModuleFacts
+
+    @property
+    def cls(self) -> str | None:
+        """The qualified name of the class it is a method of."""
+        return f"{self.module.module}.{self.facts.cls}" if self.facts.cls else None
+
+    @property
+    def self_param(self) -> str | None:
+        facts = self.facts
+        if not facts.is_method or not facts.params or "classmethod" in facts.decorators:
+            return None
+        return facts.params[0]
+
+    def __hash__(self) -> int:
+        return hash(self.qual)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Function) and other.qual == self.qual
+
+
+@dataclass(frozen=True)
+class Class:
+    qual: str
+    facts: ClassFacts
+    module: ModuleFacts
+
+    def __hash__(self) -> int:
+        return hash(self.qual)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Class) and other.qual == self.qual
+
+
+class Project:
+    def __init__(self, modules: Iterable[ModuleFacts]) -> None:
+        self.modules: dict[str, ModuleFacts] = {}
+        self.classes: dict[str, Class] = {}
+        self.functions: dict[str, Function] = {}
+        self._class_names: dict[str, list[str]] = {}
+        self._method_names: dict[str, list[str]] = {}
+        self._function_names: dict[str, list[str]] = {}
+        # First components of the project's module names: a name spelled under another
+        # package (``torch.cat``) is never matched to a project definition by its last part.
+        self._tops: set[str] = set()
+        for module in modules:
+            self.modules[module.module] = module
+            self._tops.add(module.module.split(".", 1)[0])
+            for key, cls in module.classes.items():
+                qual = f"{module.module}.{key}"
+                self.classes[qual] = Class(qual, cls, module)
+                self._class_names.setdefault(cls.name, []).append(qual)
+            for key, facts in module.functions.items():
+                qual = f"{module.module}.{key}"
+                self.functions[qual] = Function(qual, facts, module)
+                if facts.cls is not None:
+                    self._method_names.setdefault(facts.name, []).append(qual)
+                elif "<locals>" not in key:
+                    self._function_names.setdefault(facts.name, []).append(qual)
+            if module.top is not None:
+                qual = f"{module.module}.<module>"
+                self.functions[qual] = Function(qual, module.top, module)
+
+    # -- names ----------------------------------------------------------------------------
+
+    def class_named(self, name: str) -> Class | None:
+        """The class a qualified name spells (``pkg.mod.Cls``), or, where the import
+        path does not lead to an audited file, the one class of the project with that
+        name."""
+        found = self.classes.get(name)
+        if found is not None:
+            return found
+        if not self._ours(name):
+            return None
+        short = name.rsplit(".", 1)[-1]
+        candidates = self._class_names.get(short, [])
+        if len(candidates) == 1:
+            return self.classes[candidates[0]]
+        if candidates:
+            # the one whose module the spelled path ends with
+            for qual in candidates:
+                if name.endswith(qual) or qual.endswith(name):
+                    return self.classes[qual]
+        return None
+
+    def function_named(self, name: str) -> Function | None:
+        found = self.functions.get(name)
+        if found is not None:
+            return found
+        if not self._ours(name):
+            return None
+        short = name.rpartition(".")[2]
+        candidates = self._function_names.get(short, [])
+        if len(candidates) == 1:
+            return self.functions[candidates[0]]
+        for qual in candidates:
+            if name.endswith(qual) or qual.endswith(name):
+                return self.functions[qual]
+        return None
+
+    def _ours(self, name: str) -> bool:
+        return "." not in name or name.split(".", 1)[0] in self._tops
+
+    def global_value(self, name: str) -> tuple[Term, Function] | None:
+        """The value a module-level name holds, with its module's top level."""
+        module, _, short = name.rpartition(".")
+        facts = self.modules.get(module)
+        if facts is None or short not in facts.globals:
+            return None
+        top = self.functions.get(f"{module}.<module>")
+        return (facts.globals[short], top) if top is not None else None
+
+    # -- classes ----------------------------------------------------------------------------
+
+    def bases(self, cls: Class) -> list[Class]:
+        out = []
+        for base in cls.facts.bases:
+            found = self.class_named(base)
+            if found is not None and found.qual != cls.qual:
+                out.append(found)
+        return out
+
+    def mro(self, cls: Class) -> list[Class]:
+        """``cls`` and its bases known to the project, depth first, left to right."""
+        out: list[Class] = []
+        seen: set[str] = set()
+        stack = [cls]
+        while stack:
+            current = stack.pop(0)
+            if current.qual in seen:
+                continue
+            seen.add(current.qual)
+            out.append(current)
+            stack[0:0] = self.bases(current)
+        return out
+
+    @cached_property
+    def _subclasses(self) -> dict[str, list[Class]]:
+        found: dict[str, list[Class]] = {}
+        for cls in self.classes.values():
+            for base in self.bases(cls):
+                found.setdefault(base.qual, []).append(cls)
+        return found
+
+    def subclasses(self, cls: Class) -> list[Class]:
+        """Every class deriving from ``cls`` in the project (transitively)."""
+        out: list[Class] = []
+        stack = list(self._subclasses.get(cls.qual, ()))
+        seen = {cls.qual}
+        while stack:
+            current = stack.pop()
+            if current.qual in seen:
+                continue
+            seen.add(current.qual)
+            out.append(current)
+            stack.extend(self._subclasses.get(current.qual, ()))
+        return out
+
+    def method(self, cls: Class, name: str) -> Function | None:
+        for current in self.mro(cls):
+            found = self.functions.get(f"{current.qual}.{name}")
+            if found is not None:
+                return found
+        return None
+
+    def functions_named(self, name: str) -> list[Function]:
+        """Every function or method of the project called ``name``."""
+        return [
+            self.functions[q]
+            for q in (*self._method_names.get(name, ()), *self._function_names.get(name, ()))
+        ]
+
+    def methods_named(self, name: str) -> list[Function]:
+        return [self.functions[q] for q in self._method_names.get(name, ())]
+
+    def class_of_function(self, function: Function) -> Class | None:
+        return self.classes.get(function.cls) if function.cls else None
+
+    def methods_of(self, cls: Class) -> Iterator[Function]:
+        """The methods defined in ``cls`` itself (nested functions of them included)."""
+        prefix = cls.qual + "."
+        for qual, function in self.functions.items():
+            if qual.startswith(prefix) and function.facts.cls == cls.facts.key:
+                yield function
+
+    @cached_property
+    def _field_stores(self) -> dict[str, dict[str, list[tuple[Function, Event]]]]:
+        """Per class, per attribute: every binding of ``self.<attr>`` in its methods."""
+        found: dict[str, dict[str, list[tuple[Function, Event]]]] = {}
+        for function in self.functions.values():
+            cls = function.cls
+            receiver = function.self_param
+            if cls is None or receiver is None:
+                continue
+            own = Param(receiver)
+            for event in function.facts.events:
+                target = event.target
+                if event.kind == BIND and isinstance(target, Attr) and target.base == own:
+                    found.setdefault(cls, {}).setdefault(target.name, []).append((function, event))
+        return found
+
+    def field_stores(self, cls: Class, name: str) -> list[tuple[Function, Event]]:
+        """Bindings of field ``name`` by the methods of ``cls``, its bases and its
+        subclasses (an object of ``cls`` may be any of them)."""
+        out: list[tuple[Function, Event]] = []
+        for current in [*self.mro(cls), *self.subclasses(cls)]:
+            out += self._field_stores.get(current.qual, {}).get(name, [])
+        return out
+
+    def field_annotation(self, cls: Class, name: str) -> str:
+        for current in self.mro(cls):
+            for field_name, annotation, _ in current.facts.fields:
+                if field_name == name:
+                    return annotation
+        return ""
+
+    def owns(self, cls: Class, name: str) -> bool:
+        """Whether objects of ``cls`` have a field ``name`` (bound in a method, a
+        class-level annotation or constant)."""
+        for current in self.mro(cls):
+            facts = current.facts
+            if any(f == name for f, _, _ in facts.fields) or any(
+                c == name for c, _ in facts.constants
+            ):
+                return True
+            if name in self._field_stores.get(current.qual, {}):
+                return True
+        return False
+
+    # -- calls ------------------------------------------------------------------------------
+
+    def annotated_class(self, annotation: str, module: ModuleFacts) -> Class | None:
+        """The class an annotation names (``X``, ``mod.X``, ``Optional[X]``, ``X | None``,
+        ``"X"``)."""
+        text = annotation.strip().strip("'\"")
+        for wrapper in ("Optional[", "typing.Optional["):
+            if text.startswith(wrapper) and text.endswith("]"):
+                text = text[len(wrapper) : -1]
+        parts = [p.strip() for p in text.split("|")]
+        parts = [p for p in parts if p not in ("None", "")]
+        if len(parts) != 1:
+            return None
+        name = parts[0]
+        if not name.replace(".", "").replace("_", "").isalnum() or (
+            not name[:1].isupper() and "." not in name
+        ):
+            return None
+        head, _, rest = name.partition(".")
+        qualified = module.imports.get(head)
+        if qualified is None:
+            qualified = f"{module.module}.{head}" if head in _local_classes(module) else head
+        return self.class_named(f"{qualified}.{rest}" if rest else qualified)
+
+    def callee_by_name(self, func: Term) -> Function | Class | None:
+        """What calling a global runs: a function, or a class (its constructor)."""
+        if not isinstance(func, Global):
+            return None
+        return self.function_named(func.name) or self.class_named(func.name)
+
+
+def _local_classes(module: ModuleFacts) -> set[str]:
+    return {cls.name for cls in module.classes.values()}
+
+
+def call_func(term: Term) -> Term | None:
+    return term.func if isinstance(term, Call) else None
