@@ -315,6 +315,19 @@ def free_swa(self, free_index):
         ),
         Valid(
             """
+class Allocator:
+    def free_swa(self, free_index):
+        # a helper freeing SWA slots: its parameter goes to the allocator only
+        swa_indices = self.full_to_swa_index_mapping[free_index]
+        self._release_swa(swa_indices)
+
+    def _release_swa(self, swa_indices):
+        swa_indices = swa_indices[swa_indices > 0]
+        self.swa_attn_allocator.free(swa_indices)
+"""
+        ),
+        Valid(
+            """
 def transfer_indices(self, full_indices):
     swa_indices = self.translate_loc_from_full_to_swa(full_indices)
     # an explicit conversion into a local, for an API that takes int64

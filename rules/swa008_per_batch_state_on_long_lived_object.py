@@ -14,6 +14,24 @@ from swacheck.analysis.skeletons import annotation_class, params_of
 from swacheck.analysis.walk import walk
 from swacheck.config import DEFAULT_SWA_LOC_PATTERN, Config
 from swacheck.rule import Invalid, Rule, Valid
+from swacheck.semantics.function import BIND, CALL, DELETE, FILL, RETURN, Event
+from swacheck.semantics.model import FULL, SWA, all_models, location_triggers, words
+from swacheck.semantics.project import Class, Function, Project
+from swacheck.semantics.terms import (
+    Attr,
+    Call,
+    Const,
+    Global,
+    Mapping,
+    Param,
+    Seq,
+    Slice,
+    Term,
+    contains,
+)
+from swacheck.semantics.unit import FileUnit
+from swacheck.semantics.values import EITHER, Ctx
+from swacheck.triggers import Trigger
 
 if TYPE_CHECKING:
     from swacheck.analysis.index import ClassInfo, ProjectIndex
@@ -26,6 +44,7 @@ _CONSTRUCTORS = {"__init__", "__post_init__", "__new__", "__setstate__"}
 # Words that name an object made per batch (or per request): state stored there travels
 # with the batch (``forward_batch``, ``metadata``, ``spec_info``, ``req``).
 _PER_BATCH_WORDS = frozenset({"batch", "metadata", "meta", "info", "req", "request", "reqs"})
+_DICT_TYPES = frozenset({"dict", "defaultdict", "OrderedDict"})
 
 
 @dataclass(frozen=True)
@@ -463,6 +482,44 @@ class GraphRunner:
         return self.graphs[self.bs].replay(self.swa_loc_view)
 """
         ),
+        # A batch's locations kept in a field, but the field is reset when the batch ends.
+        Valid(
+            """
+class KVIndexTranslator:
+    def __init__(self, allocator):
+        self.allocator = allocator
+        self._last_ids = {}
+
+    def write_ids(self, forward_batch, kind):
+        if forward_batch.out_cache_loc is None:
+            return self._last_ids.get(kind)
+        ids = self.allocator.translate_loc_from_full_to_swa(forward_batch.out_cache_loc)
+        self._last_ids[kind] = ids
+        return ids
+
+    def end_batch(self):
+        self._last_ids.clear()
+"""
+        ),
+        # Rows of a persistent graph buffer refilled per batch: the buffer is the state.
+        Valid(
+            """
+import torch
+
+class Backend:
+    def __init__(self, pool, max_tokens):
+        self.pool = pool
+        self.graph_loc = torch.zeros(max_tokens, dtype=torch.int64)
+
+    def init_forward_metadata(self, forward_batch):
+        n = forward_batch.out_cache_loc.shape[0]
+        self.graph_loc[:n].copy_(self.pool.translate_loc_from_full_to_swa(forward_batch.out_cache_loc))
+        self.graph_loc[n:].zero_()
+
+    def forward(self, q, k, v):
+        return self.pool.write(self.graph_loc, k, v)
+"""
+        ),
     ]
     INVALID = [
         # The #24138 shape: pool in one file, the per-batch caller in another.
@@ -578,13 +635,86 @@ class Backend:
 """,
             line=4,
         ),
+        # Any field name, as an entry of a dict: a batch without a plan gets the last one's.
+        Invalid(
+            """
+class KVIndexTranslator:
+    def __init__(self, allocator):
+        self.allocator = allocator
+        self._last_write_ids = {}
+
+    def write_ids(self, forward_batch, kind):
+        plan = forward_batch.kv_loc_plan
+        if plan is None:
+            return self._last_write_ids.get(kind)
+        ids = plan.write_ids(self, kind=kind)
+        self._last_write_ids[kind] = ids
+        return ids
+""",
+            line=12,
+        ),
+        # Any field name, read by another method of the object.
+        Invalid(
+            """
+class HybridBackend:
+    def init_forward_metadata(self, forward_batch):
+        self.prev_targets = self.pool.translate_loc_from_full_to_swa(forward_batch.out_cache_loc)
+
+    def forward_extend(self, q, k, v, layer, forward_batch):
+        self.pool.set_kv_buffer(layer, self.prev_targets, k, v)
+""",
+            line=4,
+        ),
     ]
 
     # Setters, reads and resets all name the attribute, so each is in a trigger block.
     region_safe = True
 
+    # -- a batch's locations kept in any field (the semantic core) ---------------------
+
+    def check(self, unit: FileUnit) -> None:
+        """A batch's locations (a value of one pool's space computed from what the call
+        is handed) stored in a field of the object itself, under any name or as an entry
+        of a dict field (``self._last_write_ids[kind] = ids``), read back by another
+        call, never cleared: the next batch that does not store reads the previous
+        one's. Fields named for SWA locations are the walk's (above)."""
+        values = unit.values
+        model = unit.model
+        for function in unit.functions():
+            receiver = function.self_param
+            cls = unit.project.class_of_function(function)
+            if receiver is None or cls is None or cls.facts.is_dataclass:
+                continue
+            if function.facts.name in _CONSTRUCTORS or words(cls.facts.name) & _PER_BATCH_WORDS:
+                continue
+            params = {p.lstrip("*") for p in function.facts.params} - {receiver}
+            ctx = Ctx(function)
+            for event in function.facts.events:
+                field = _own_field(event, receiver)
+                if field is None or event.value is None or model.swa_role(field) is not None:
+                    continue
+                if event.kind == FILL and not _is_dict(unit.project, cls, field):
+                    continue
+                if words(field) & _PER_BATCH_WORDS or not _reads(event.value, params):
+                    continue
+                if not any(
+                    f.space in (FULL, SWA, EITHER) and not f.weak
+                    for f in values.space(event.value, ctx)
+                ):
+                    continue
+                methods = _family_methods(unit.project, cls)
+                if _cleared(methods, field) or not _read_elsewhere(methods, function, field):
+                    continue
+                self.report_span(
+                    event.span,
+                    f"`{event.text or field}` keeps a batch's KV locations on a long-lived "
+                    f"`{cls.facts.name}`, read back by a later call and never cleared: a batch "
+                    "that does not store its own gets the previous batch's slots; pass them "
+                    "with the batch (I8)",
+                )
+
     @classmethod
-    def triggers(cls, config: Config) -> frozenset[str] | None:
+    def triggers(cls, config: Config) -> frozenset[Trigger] | None:
         """``swa_`` and ``_swa`` (default names), else nothing.
 
         A finding sits on a setter's ``self.<attr> = <argument>`` whose attribute matches
@@ -594,15 +724,18 @@ class Backend:
         ``= None`` resets in other files name the attribute too (a ``getattr`` string
         included), and a ``<setter>(None)`` reset counts only when the setter's name
         holds one of these strings, so the prefilter never drops a file whose facts
-        could change a finding. A custom pattern gives no trigger set.
+        could change a finding. The semantic part's findings sit on a value in a
+        pool's space, named as :func:`location_triggers` says. A custom pattern gives
+        no trigger set.
         """
         if config.swa_loc_pattern != DEFAULT_SWA_LOC_PATTERN:
             return None
-        return _DEFAULT_TRIGGERS
+        return _DEFAULT_TRIGGERS | location_triggers(all_models(config))
 
     @classmethod
     def collect_facts(cls, context: FileContext) -> FileFacts:
-        collector = _FactsCollector(context, cls.triggers(context.config))
+        default = cls.triggers(context.config) is not None
+        collector = _FactsCollector(context, _DEFAULT_TRIGGERS if default else None)
         walk(context.module, collector)
         return collector.facts
 
@@ -790,3 +923,101 @@ def _attribute_class(project: ProjectIndex, info: ClassInfo, attr: str) -> Class
         if type_name:
             return project.resolve_class(type_name, near=cls.path)
     return None
+
+
+def _own_field(event: Event, receiver: str) -> str | None:
+    """The field of the object itself an event stores into: ``self.x = v`` or
+    ``self.x[k] = v``."""
+    target = event.target
+    if event.kind == BIND and isinstance(target, Attr) and target.base == Param(receiver):
+        return target.name
+    if (
+        event.kind == FILL
+        and isinstance(target, Attr)
+        and target.base == Param(receiver)
+        and not isinstance(event.region, str | Slice)
+    ):
+        return target.name
+    return None
+
+
+def _is_dict(project: Project, cls: Class, field: str) -> bool:
+    """Whether the field holds a dict (bound to a dict display or a dict's constructor):
+    an entry stored there is kept as a whole value, where a store into a tensor field
+    fills rows of a buffer."""
+    for _, event in project.field_stores(cls, field):
+        value = event.value
+        if isinstance(value, Mapping):
+            return True
+        if (
+            isinstance(value, Call)
+            and isinstance(value.func, Global)
+            and value.func.name.rsplit(".", 1)[-1] in _DICT_TYPES
+        ):
+            return True
+    return False
+
+
+def _reads(term: Term, params: set[str]) -> bool:
+    """Whether ``term`` is computed from one of ``params`` (what the call is handed)."""
+    return contains(term, lambda node: isinstance(node, Param) and node.name in params)
+
+
+def _cleared(methods: list[Function], field: str) -> bool:
+    """Whether some method other than a constructor resets the field: binds it to
+    ``None`` or an empty container, deletes it, or clears it (``self.x.clear()``,
+    ``self.x.pop(...)``)."""
+    for method in methods:
+        receiver = method.self_param
+        if method.facts.name in _CONSTRUCTORS:
+            continue
+        for event in method.facts.events:
+            target = event.target
+            own = isinstance(target, Attr) and target.name == field
+            if event.kind == BIND and own and _empty(event.value):
+                return True
+            if event.kind == DELETE and own:
+                return True
+            if event.kind == CALL and isinstance(event.value, Call):
+                func = event.value.func
+                if (
+                    isinstance(func, Attr)
+                    and func.name in ("clear", "pop", "popitem")
+                    and isinstance(func.base, Attr)
+                    and func.base.name == field
+                    and func.base.base == Param(receiver or "self")
+                ):
+                    return True
+    return False
+
+
+def _empty(value: Term | None) -> bool:
+    return value == Const(None) or (
+        isinstance(value, Seq | Mapping) and not getattr(value, "items", ())
+    )
+
+
+def _family_methods(project: Project, cls: Class) -> list[Function]:
+    """The methods of ``cls``, its bases and subclasses (an object of ``cls`` may run
+    any of them)."""
+    family = [*project.mro(cls), *project.subclasses(cls)]
+    return [method for member in family for method in project.methods_of(member)]
+
+
+def _read_elsewhere(methods: list[Function], writer: Function, field: str) -> bool:
+    """Whether a method other than the writer, or the writer on another call (it reads
+    the field too, before storing), reads the field."""
+    for method in methods:
+        receiver = method.self_param
+        if receiver is None:
+            continue
+        own = Attr(Param(receiver), field)
+        for event in method.facts.events:
+            if (
+                event.kind in (CALL, RETURN, BIND)
+                and event.value is not None
+                and contains(event.value, own.__eq__)
+                and not (method is writer and event.kind == BIND and event.target == own)
+            ):
+                return True
+    return False

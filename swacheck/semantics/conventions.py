@@ -77,6 +77,8 @@ class Conventions:
         self._uses: dict[str, list[tuple[Function, Use]]] = {}
         self._conventions: dict[tuple[str, str], Convention | None] = {}
         self._translation: list[Evidence] | None = None
+        self._casts: dict[str, list[Evidence]] = {}
+        self._slots: dict[tuple[str, str], list[tuple[str, str, str]]] | None = None
 
     def uses(self, module: ModuleFacts) -> list[tuple[Function, Use]]:
         """The role uses of every analysed function of ``module`` (memoised)."""
@@ -179,11 +181,15 @@ class Conventions:
         return out
 
     def _project_casts(self, role: str) -> list[Evidence]:
-        return [
-            e
-            for module in self.project.modules.values()
-            for e in self._file(module, role, frozenset({CAST}))
-        ]
+        """Every file's casts for ``role`` (memoised: each file's convention asks)."""
+        found = self._casts.get(role)
+        if found is None:
+            found = self._casts[role] = [
+                e
+                for module in self.project.modules.values()
+                for e in self._file(module, role, frozenset({CAST}))
+            ]
+        return found
 
     # -- conventions ---------------------------------------------------------------------
 
@@ -274,15 +280,23 @@ class Conventions:
         """Whether the consumer of ``slot`` is known to take ``dtype``: this file binds
         that slot to a value of it, or some file binds it to a deliberate one (a
         translation, a cast)."""
-        for other in self.project.modules.values():
-            for function, use in self.uses(other):
-                if use.role != role or use.slot != slot:
-                    continue
-                for d in self.decisions(function, use):
-                    if d.dtype == dtype and (other is module or d.kind in (TRANSLATION, CAST)):
-                        return True
-        return False
-        return False
+        return any(
+            found == dtype and (where == module.module or kind in (TRANSLATION, CAST))
+            for where, found, kind in self._bindings().get((role, slot), ())
+        )
+
+    def _bindings(self) -> dict[tuple[str, str], list[tuple[str, str, str]]]:
+        """Every file's bindings of each slot, by role and slot: (module, dtype, how).
+        Indexed once per audit; searching every file for each flagged one made N
+        flagged files cost N² resolutions."""
+        if self._slots is None:
+            self._slots = {}
+            for other in self.project.modules.values():
+                for function, use in self.uses(other):
+                    entries = self._slots.setdefault((use.role, use.slot), [])
+                    for d in self.decisions(function, use):
+                        entries.append((other.module, d.dtype, d.kind))
+        return self._slots
 
 
 def _where(d: Decision, function: Function, use: Use) -> str:

@@ -33,6 +33,7 @@ from swacheck.semantics.terms import (
     Slice,
     Term,
     Unknown,
+    contains,
 )
 
 _NEGATED = {"is not": "is", "!=": "==", "not in": "in"}
@@ -90,20 +91,7 @@ def literals(test: Term, outcome: bool) -> Guard:
 
 def reads(key: Term, target: Term) -> bool:
     """Whether a literal's key reads ``target`` (a field rebound since the test)."""
-    stack = [key]
-    while stack:
-        node = stack.pop()
-        if node == target:
-            return True
-        if isinstance(node, Attr):
-            stack.append(node.base)
-        elif isinstance(node, Index):
-            stack += [node.base, node.index]
-        elif isinstance(node, Call):
-            stack += [node.func, *node.args, *(v for _, v in node.kwargs)]
-        elif isinstance(node, Op):
-            stack += list(node.operands)
-    return False
+    return contains(key, target.__eq__)
 
 
 def is_none_test(term: Term) -> Term | None:

@@ -252,8 +252,9 @@ def location_triggers(model: Model | list[Model]) -> frozenset[Trigger]:
     ``swa`` (``swa_out_cache_loc``, ``SWAKVPool``), ``window`` with an index or table
     word (``window_kv_indices``; not ``window_size``), the full->SWA table
     (``full_to_swa``), a configured mapping or translate name, a space constant's class
-    (``IdSpaceKind``). A file without any names none of the values the semantic rules
-    follow, so its analysis is left out (``--no-prefilter`` included)."""
+    (``IdSpaceKind``), a call of a translator or a fill. A file without any names none
+    of the values the semantic rules follow, so its analysis is left out
+    (``--no-prefilter`` included)."""
     found: set[Trigger] = {
         word("swa"),
         exact("SWA"),
@@ -265,6 +266,8 @@ def location_triggers(model: Model | list[Model]) -> frozenset[Trigger]:
         found.update(each.translate_methods)
         found.update(name.split(".", 1)[0] for name in each.space_constants)
         found.update(word(name) for name in each.locations)
+        # a translator's or fill's call (``.write_ids(``; ``space`` alone is too common)
+        found.update(f".{name}(" for name in (*each.translators, *each.fills))
     return frozenset(found)
 
 

@@ -254,6 +254,46 @@ def alternatives(term: Term) -> tuple[tuple[Guard, Term], ...]:
     return ((NO_GUARD, term),)
 
 
+def parts(term: Term) -> tuple[Term, ...]:
+    """The terms ``term`` is made of, one level down (a join's alternatives, a call's
+    function and arguments, a filled tensor's base and value)."""
+    if isinstance(term, Attr):
+        return (term.base,)
+    if isinstance(term, Index):
+        return (term.base, term.index)
+    if isinstance(term, Call):
+        return (term.func, *term.args, *(v for _, v in term.kwargs))
+    if isinstance(term, Op):
+        return term.operands
+    if isinstance(term, Seq):
+        return term.items
+    if isinstance(term, Mapping):
+        return tuple(t for item in term.items for t in item)
+    if isinstance(term, Slice):
+        return tuple(p for p in (term.lower, term.upper, term.step) if p is not None)
+    if isinstance(term, Phi):
+        return tuple(alt for _, alt in term.alternatives)
+    if isinstance(term, Filled):
+        return (term.base, term.value)
+    if isinstance(term, Lambda):
+        return (term.body,)
+    return ()
+
+
+def contains(term: Term, found: Callable[[Term], bool], limit: int = 400) -> bool:
+    """Whether ``term`` or a term it is made of satisfies ``found`` (at most ``limit``
+    terms are looked at: a join of joins can be wide)."""
+    stack = [term]
+    seen = 0
+    while stack and seen < limit:
+        node = stack.pop()
+        seen += 1
+        if found(node):
+            return True
+        stack += parts(node)
+    return False
+
+
 def consistent(*guards: Guard) -> bool:
     """Whether the literals of ``guards`` can hold together (no test both ways)."""
     seen: dict[str, bool] = {}

@@ -251,7 +251,7 @@ def _call(event: Event, call: Call, values: Values, ctx: Ctx) -> Iterator[Use]:
             if any(k == param for k, _ in call.kwargs):
                 continue  # checked as a keyword above
             named = _named(model, param, engine_names=False)
-            if named is not None:
+            if named is not None and not _only_to_allocators(callee, param):
                 yield Use(
                     event,
                     term,
@@ -404,12 +404,42 @@ def leaves(
                 continue
             if later.how == "launch":
                 return "handed to a kernel", later.span, False
-            name = call.func.name if isinstance(call.func, Attr) else ""
-            receiver = render(call.func.base) if isinstance(call.func, Attr) else ""
-            if name.startswith("alloc") or "allocator" in receiver:
+            if _to_allocator(call):
                 continue  # an allocator's own input, in its own index space and dtype
+            name = call.func.name if isinstance(call.func, Attr) else ""
             if handed is None and not isinstance(call.func, Global):
                 handed = (f"handed to `{name or render(call.func)}`", later.span, True)
+    return handed
+
+
+def _to_allocator(call: Call) -> bool:
+    """Whether ``call`` hands its arguments to an allocator (``alloc*()``, a method of
+    an ``*allocator``): its own input, in the allocator's index space and dtype."""
+    if not isinstance(call.func, Attr):
+        return False
+    return call.func.name.startswith("alloc") or "allocator" in render(call.func.base)
+
+
+def _only_to_allocators(callee: Function, param: str) -> bool:
+    """Whether the callee's body hands its parameter ``param`` only to allocators (a
+    helper freeing SWA slots, ``_release_swa(swa_indices)``): its name then states the
+    pool, not a role its consumer's dtype is fixed by."""
+    value = Param(param)
+    handed = False
+    for event in callee.facts.events:
+        if event.value is None:
+            continue
+        if event.kind == CALL and isinstance(event.value, Call):
+            call = event.value
+            if any(_holds(p, value) for p in (*call.args, *(v for _, v in call.kwargs))):
+                if not _to_allocator(call):
+                    return False
+                handed = True
+        elif (
+            event.kind in (RETURN, FILL)
+            or (event.kind == BIND and not isinstance(event.target, Local))
+        ) and _holds(event.value, value):
+            return False  # returned, stored on an object or in a container
     return handed
 
 

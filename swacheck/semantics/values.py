@@ -56,6 +56,7 @@ from swacheck.semantics.terms import (
 
 TABLE = "table"  # the full->SWA table: a gather through it is SWA
 FULL_TABLE = "full-table"  # req_to_token: a gather of its rows is full-pool locations
+EITHER = "?"  # one pool's locations, which one a kind known only at run time says
 
 MAX_DEPTH = 4
 T = TypeVar("T")
@@ -590,7 +591,7 @@ class Values:
         if argument is None:
             return None
         kinds = self.kind(argument, ctx)
-        return kinds[0] if len(kinds) == 1 else "?"
+        return kinds[0] if len(kinds) == 1 else EITHER
 
     def kind(self, term: Term, ctx: Ctx) -> tuple[str, ...]:
         """The spaces a ``kind`` value may name (``IdSpaceKind.SLIDING_WINDOW``)."""

@@ -147,21 +147,21 @@ def test_checking_n_flagged_files_resolves_values_in_linear_time(
     deliberately, searching every file each time: N flagged files cost N² resolutions
     (20,000 one-line files took hours). The project's deliberate bindings are indexed
     once: four times the files, about four times the work."""
-    from swacheck.analysis.conventions import Conventions
     from swacheck.engine.gc_pause import gc_paused
     from swacheck.engine.workers import InProcess
+    from swacheck.semantics.conventions import Conventions
 
     config = Config()
     rules = [spec.load() for spec in catalogue(config)]
     source = b"import torch\nout_cache_loc_swa = torch.zeros((8,), dtype=torch.int64)\n"
     calls = [0]
-    resolve = Conventions.resolve
+    decisions = Conventions.decisions
 
     def counted(self: Conventions, *args: object, **kwargs: object) -> object:
         calls[0] += 1
-        return resolve(self, *args, **kwargs)  # type: ignore[arg-type]
+        return decisions(self, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(Conventions, "resolve", counted)
+    monkeypatch.setattr(Conventions, "decisions", counted)
 
     def resolutions(files: int) -> int:
         calls[0] = 0
