@@ -266,18 +266,16 @@ def test_a_server_told_of_no_change_sees_an_edited_configuration(project: Path) 
 
 def test_fix_all_sees_the_open_buffers_its_diagnostics_saw(project: Path) -> None:
     """The editor's fix-all on the graph runner, with the pool's buffer open and holding
-    a translation that returns int64 (the project's convention then: no SWA002, whose
-    fix would make the runner's buffer int32): the fix is made in the context of that
-    buffer, as the diagnostics were, also where the client reports no change on disk
-    (each audit finds the projects again, and the buffer was left out of the fix)."""
+    no translation cache (the project is then of the int64 design, its translation's
+    dtype is the convention: no SWA002, whose fix would make the runner's buffer int32):
+    the fix is made in the context of that buffer, as the diagnostics were, also where
+    the client reports no change on disk (each audit finds the projects again, and the
+    buffer was left out of the fix)."""
     from swacheck.server.documents import Snapshot
     from swacheck.server.projects import Projects
 
     runner, pool = project / "cuda_graph_runner.py", project / "swa_memory_pool.py"
-    edited = pool.read_text() + (
-        "\n\nclass OtherPool:\n    def translate_loc_from_full_to_swa(self, kv_indices):\n"
-        "        return self.full_to_swa_index_mapping[kv_indices].to(torch.int64)\n"
-    )
+    edited = pool.read_text().replace("invalidate_loc_cache(", "drop_loc_cache(")
     buffers = [
         Snapshot(runner.as_uri(), runner, 0, runner.read_text()),
         Snapshot(pool.as_uri(), pool, 1, edited),
@@ -302,7 +300,7 @@ def _inventory_entry(folder: Path) -> Path | None:
     import pickle
 
     for path, data in _entries(folder).items():
-        if path.name != ".gitignore":
+        if path.name not in (".gitignore", "CACHEDIR.TAG"):
             value = pickle.loads(data[32:])  # after the signature: the test trusts its cache
             if isinstance(value, dict) and "listings" in value:
                 return path
