@@ -2,16 +2,16 @@
 
 Both servers run in one go, each as a subprocess driven over stdio by pygls' client
 (``tests/lsp/lspkit.py``, the tests' kit), on a release of SGLang from PyPI
-(``benchmarks/engines.py``; the package folder is the workspace folder and nothing
-in it is written). For each server:
+(``benchmarks/engines.py``), copied to a temporary folder that is the workspace folder
+(the server keeps the project's cache there: the engines' folder stays unwritten and a
+cold start stays cold). For each server:
 
 - *start-up*: spawn to the ``initialize`` answer, to the first diagnostics of the
   first file opened, and (swacheck) to the message that the project is indexed, when
   its full diagnostics are in (a cold project, no cache: the first diagnostics are
   the file's own, in the context of nothing yet; then every candidate file of the
   project is parsed for its facts; with ``--cli-cache``, a warm start from the cache
-  ``swacheck audit`` wrote, in a copy of the package made a git repository, so that
-  the package folder itself stays unwritten);
+  ``swacheck audit`` wrote, in the copy made a git repository);
 - *round trip*: an edit (``didChange``) to the diagnostics of that version, for
   ``--edits`` edits of each kind, each after a pause longer than the debounce (a
   keystroke after a pause); kinds: a comment appended to a statement in a method, and
@@ -274,23 +274,22 @@ def main() -> None:
     parser.add_argument(
         "--cli-cache",
         action="store_true",
-        help="start warm from `swacheck audit`'s cache (in a copy of the package)",
+        help="start warm from `swacheck audit`'s cache",
     )
     args = parser.parse_args()
     package, _, version = args.engine.partition("==")
-    root = ensure(package, version)
+    root = Path(tempfile.mkdtemp(prefix="bench-lsp-")) / "sglang"
+    shutil.copytree(ensure(package, version), root)
     start = "cold"
     results: list[dict[str, Any]] = []
     if args.cli_cache:
-        copy = Path(tempfile.mkdtemp(prefix="bench-lsp-")) / root.name
-        shutil.copytree(root, copy)
-        subprocess.run(["git", "init", "-q"], cwd=copy, check=True)
+        subprocess.run(["git", "init", "-q"], cwd=root, check=True)
         audited = time.perf_counter()
         audit = [sys.executable, "-m", "swacheck", "audit", "--exit-zero", "--jobs", "1"]
-        subprocess.run(audit, cwd=copy, check=True, capture_output=True)
+        subprocess.run(audit, cwd=root, check=True, capture_output=True)
         spent = time.perf_counter() - audited
         results.append({"server": "", "what": "swacheck audit (fills the cache)", "s": spent})
-        root, start = copy, "after swacheck audit"
+        start = "after swacheck audit"
     files = [root / f for f in (args.file or ["srt/mem_cache/swa_memory_pool.py"])]
     pause = DEFAULT_DEBOUNCE_MS / 1000 + 0.05
     servers: list[tuple[str, tuple[str, ...]]] = [("swacheck", lspkit.SERVER)]
@@ -317,8 +316,7 @@ def main() -> None:
         print(json.dumps(result))
     print()
     print(table(results))
-    if args.cli_cache:
-        shutil.rmtree(root.parent)
+    shutil.rmtree(root.parent)
 
 
 if __name__ == "__main__":

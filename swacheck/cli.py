@@ -366,7 +366,8 @@ def _audit(args: argparse.Namespace) -> int:
     document = args.stdin_filename or Path(STDIN)
     paths = [document] if stdin else args.paths
     config = _configuration(args, paths)
-    cache = None if args.no_cache else result_cache(config, args.cache_dir)
+    root = find_root(paths[0] if paths else Path("."))
+    cache = None if args.no_cache else result_cache(config, args.cache_dir, root)
     specs = catalogue(config, cache)
     selection = select(
         specs, config, args.select, args.ignore, args.extend_select, overridden=args.overridden
@@ -377,10 +378,10 @@ def _audit(args: argparse.Namespace) -> int:
         return _show_settings(config, paths, selection, args.cache_dir)
     baseline = Baseline.load(args.baseline) if args.baseline and not args.write_baseline else None
     jobs = args.jobs or available_cores()
-    workspace = Workspace.for_paths(
-        paths,
+    workspace = Workspace(
         config,
         selection.rules,
+        root=root,
         engine_codes=selection.engine_codes,
         known_codes=[spec.code for spec in specs],
         cache=not args.no_cache,
@@ -606,7 +607,7 @@ def _show_settings(
     root = find_root(paths[0] if paths else Path("."))
     print(f"Settings path: {config.source or 'none (defaults)'}")
     print(f"Project root: {root or 'none (only the given files are the context)'}")
-    cache = result_cache(config, cache_dir)
+    cache = result_cache(config, cache_dir, root)
     print(f"Cache folder: {cache.folder if cache.usable() else f'none ({cache.problem})'}")
     print()
     print("[tool.swacheck]")

@@ -166,12 +166,13 @@ class Config:
         ``"analysis"``: also without :data:`REPORTING` (a file's facts and the rules'
         declarations: what the analysis of a file yields, whichever rules report).
         A key missing from both lists (a new one) counts: forgetting one costs a cold
-        cache, never a stale one.
+        cache, never a stale one. ``"discovery"``: only :data:`DISCOVERY` (which files a
+        walk of the project finds).
         """
         left_out = NOT_FINDINGS if scope == "findings" else NOT_FINDINGS + REPORTING
         parts = []
         for f in fields(self):
-            if f.name in left_out:
+            if f.name in left_out if scope != "discovery" else f.name not in DISCOVERY:
                 continue
             value = getattr(self, f.name)
             if isinstance(value, Mapping):
@@ -249,6 +250,9 @@ NOT_FINDINGS = (
     "capture_run_methods",
     "populate_methods",
 )
+# Keys a walk of the project depends on (the files found): part of NOT_FINDINGS, since an
+# audit's record lists its files, but what a kept walk is valid for.
+DISCOVERY = ("exclude", "extend_exclude", "respect_gitignore")
 # Keys that decide which findings are reported, not what the analysis of a file yields
 # (the engine keys what depends on them otherwise: rule codes, a path's ignored codes,
 # a file's SWA999 for a bound).

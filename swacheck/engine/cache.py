@@ -37,9 +37,11 @@ are loose objects' there), nor in a folder that holds Python sources or a
 cache creates gets a ``CACHEDIR.TAG`` and a ``.gitignore`` of ``*``, and no other folder
 ever gets a ``.gitignore`` (one in ``pkg`` hid its new modules from git and the audit).
 
-A *read-only* cache (``read_only=True``) reads what the command line wrote and writes
-nothing, not even the key: a language server starts warm from it, and the entries of
-buffer states that never reach the disk would only pile up.
+Every front end (the command line, a pre-commit call, the language server) uses one
+cache: where the configuration's ``cache-dir`` says, relative to the configuration's
+folder, else to the project's root (:func:`cache_folder`), whatever the working
+directory. The workspace writes only what describes files as they are on disk (an
+editor's unsaved buffers leave nothing behind: ``engine/workspace.py``).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ import os
 import pickle
 import secrets
 import stat
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -82,16 +85,25 @@ _NOT_ANALYSIS = ("report", "server", "rules", "runtime", "reference_impl")
 
 @functools.cache
 def _code_digest() -> str:
-    """A digest of swacheck's analysing source (engine, analysis, rules): the files'
-    names below their package and their bytes, not where or when they were installed.
+    """A digest of the code that analyses: swacheck's analysing source (engine, analysis,
+    rules: the files' names below their package and their bytes, not where or when they
+    were installed), the interpreter (its ``ast`` finds regions, syntax errors and their
+    positions) and libcst's version (its parser makes the trees facts are read from).
 
     A development install changes rules and fact types without a version bump; a
     cached entry from other code must be a miss, never an object of a stale shape. A
-    reinstall of the same code keeps every entry.
+    reinstall of the same code keeps every entry. One project's cache is shared by every
+    environment that audits it (a pre-commit hook's, a developer's, an editor's), which
+    may run another Python or libcst.
     """
     import importlib.util
 
     digest = hashlib.sha256()
+    digest.update(f"{sys.implementation.cache_tag}:{sys.version_info[:3]}\0".encode())
+    libcst = importlib.util.find_spec("libcst")  # located, not imported (a warm audit never is)
+    for folder in (libcst.submodule_search_locations or []) if libcst else []:
+        with contextlib.suppress(OSError):
+            digest.update(Path(folder, "_version.py").read_bytes())
     for package in ("swacheck", "swacheck.rules"):
         spec = importlib.util.find_spec(package)  # located, not imported
         skipped = _NOT_ANALYSIS if package == "swacheck" else ()
@@ -361,9 +373,11 @@ def cache_folder(
     ``user``: ``--cache-dir`` or ``SWACHECK_CACHE_DIR``, the user's own say: taken as
     given (relative to the working directory, links in it followed). Else the
     configuration's ``cache-dir``, relative to the configuration's folder (without one:
-    ``base``, else the working directory), which must lie below that folder and is
-    reached without following a link: a repository does not decide where the user's
-    files are written. Nothing inside the cache folder is ever followed.
+    ``base``, the project's root, so that a call from a sub-folder uses the cache of
+    a call from the root; without a project, the working directory), which must lie
+    below that folder and is reached without following a link: a repository does not
+    decide where the user's files are written. Nothing inside the cache folder is ever
+    followed.
     """
     if user is not None:
         target = os.path.abspath(user)
@@ -398,8 +412,7 @@ class ResultCache:
     """Entries under ``folder`` for one configuration and, once :meth:`for_rules` names
     them, one rule set (the rule catalogue is read before rules are selected).
 
-    ``folder=None``: a cache that holds nothing (``problem`` says why);
-    ``read_only``: :meth:`put` writes nothing (see the module docstring)."""
+    ``folder=None``: a cache that holds nothing (``problem`` says why)."""
 
     def __init__(
         self,
@@ -407,11 +420,9 @@ class ResultCache:
         config: Config,
         rule_codes: Sequence[str] = (),
         *,
-        read_only: bool = False,
         problem: str = "",
     ) -> None:
         self.location = folder
-        self.read_only = read_only
         # Why the cache is not used, if it is not (a refused folder, a link in it).
         self.problem = problem
         self._config = config
@@ -438,7 +449,6 @@ class ResultCache:
             self.location,
             self._config,
             rule_codes,
-            read_only=self.read_only,
             problem=self.problem,
         )
 
@@ -511,8 +521,6 @@ class ResultCache:
         return secret is not None
 
     def get(self, key: str) -> Any | None:
-        if self.read_only and _read_key(_key_path()) is None:
-            return None  # no key: nothing was written that could be read, and none is made
         if not self._keyed():
             return None
         folder = self._open(create=False)
@@ -538,7 +546,7 @@ class ResultCache:
             _close(folder)
 
     def put(self, key: str, value: Any) -> None:
-        if self.read_only or not self._keyed():
+        if not self._keyed():
             return
         folder = self._open(create=True)
         if folder is None:
@@ -568,14 +576,15 @@ class ResultCache:
 
 
 def result_cache(
-    config: Config, folder: Path | CacheFolder | None = None, *, read_only: bool = False
+    config: Config, folder: Path | CacheFolder | None = None, base: Path | None = None
 ) -> ResultCache:
     """The cache in ``folder`` (the user's ``--cache-dir``, or a location found by
-    :func:`cache_folder`) or where the configuration's ``cache-dir`` says."""
+    :func:`cache_folder`) or where the configuration's ``cache-dir`` says (relative to
+    ``base``, the project's root, without a configuration file)."""
     if isinstance(folder, CacheFolder):
-        return ResultCache(folder, config, read_only=read_only)
-    location, problem = cache_folder(config, folder)
-    return ResultCache(location, config, read_only=read_only, problem=problem)
+        return ResultCache(folder, config)
+    location, problem = cache_folder(config, folder, base)
+    return ResultCache(location, config, problem=problem)
 
 
 def _canonical(value: Any) -> Any:

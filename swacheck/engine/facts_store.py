@@ -118,20 +118,22 @@ class FactsStore:
         self._memory[key] = record
         return record
 
-    def put(self, records: dict[str, FactsRecord], new: list[str]) -> None:
-        """Remember ``records`` (every candidate's), of which ``new`` were computed now."""
+    def put(self, records: dict[str, FactsRecord], new: list[str], unsaved: set[str]) -> None:
+        """Remember ``records`` (every candidate's), of which ``new`` were computed now;
+        those of ``unsaved`` (documents whose bytes are not on disk) in memory only."""
         for key in new:
             if key in records:
                 self._memory[key] = records[key]
-        if self._cache is None or self._cache.read_only:
+        if self._cache is None:
             return
+        lasting = {key: record for key, record in records.items() if key not in unsaved}
         stored = self._entry()
-        behind = sum(1 for key, record in records.items() if not record.same_as(stored.get(key)))
-        if behind > max(OVERLAY_FILES, OVERLAY_SHARE * len(records)):
-            self._stored = dict(records)
+        behind = sum(1 for key, record in lasting.items() if not record.same_as(stored.get(key)))
+        if behind > max(OVERLAY_FILES, OVERLAY_SHARE * len(lasting)):
+            self._stored = lasting
             self._cache.put(self._entry_key(), self._stored)
             return
         for key in new:
-            record = records.get(key)
+            record = lasting.get(key)
             if record is not None:
                 self._cache.put(self._overlay_key(key, record.digest), record)

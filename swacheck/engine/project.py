@@ -14,6 +14,11 @@ A file whose signature is unchanged is not read again. Like git's index, an entr
 recorded while its file was still "racy" (modified within :data:`RACY_NS` of the scan,
 so a later edit in the same clock tick could leave the signature unchanged) is
 re-read and re-hashed on the next scan.
+
+The last walks of the project are kept too, each under the discovery settings it was
+made with (``Config.fingerprint("discovery")``): which files a walk finds depends on
+them, and the inventory's cache key does not (a file's state does not), so one walk
+must never serve an audit under other exclusions.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from swacheck.config import find_config_file
 VCS_MARKERS = (".git", ".hg")
 # Files modified this close to a scan are checked by content on the next scan.
 RACY_NS = 2_000_000_000
+# Walks kept, one per discovery setting (a user switching between a few exclusions).
+KEPT_LISTINGS = 4
 
 # mtime_ns, size, inode, ctime_ns.
 Signature = tuple[int, int, int, int]
@@ -100,28 +107,38 @@ class Listing(NamedTuple):
 
 class Inventory:
     """Per file of a project (by its key), the entry of the last scan that saw it; and
-    the last walk of the project (``None`` until one was recorded that can be trusted)."""
+    the last walks of the project, by the discovery settings each was made under (none
+    for a setting until a walk was recorded that can be trusted)."""
 
     def __init__(self, stored: object = None) -> None:
-        entries, listing = {}, None
+        entries, listings = {}, {}
         if isinstance(stored, dict):
             entries = stored.get("files", {})
-            listing = stored.get("listing")
+            listings = stored.get("listings", {})
         self.entries: dict[str, Entry] = entries
-        self.listing: Listing | None = listing if isinstance(listing, Listing) else None
+        self.listings: dict[str, Listing] = listings if isinstance(listings, dict) else {}
         self.changed = False
 
     def stored(self) -> dict[str, object]:
         """The form the cache keeps (plain containers: fast to load)."""
-        return {"files": self.entries, "listing": self.listing}
+        return {"files": self.entries, "listings": self.listings}
 
-    def record_listing(self, listing: Listing, scan_ns: int) -> None:
-        """Keep ``listing`` unless a folder of it was racy (changed just before the scan)."""
+    def listing(self, discovery: str) -> Listing | None:
+        """The last walk made under the discovery settings ``discovery``, if kept."""
+        found = self.listings.get(discovery)
+        return found if isinstance(found, Listing) else None
+
+    def record_listing(self, discovery: str, listing: Listing, scan_ns: int) -> None:
+        """Keep ``listing`` (made under ``discovery``) unless a folder of it was racy
+        (changed just before the scan); the oldest walks of other settings go first."""
         racy = any(mtime >= scan_ns - RACY_NS for mtime in listing.folders.values())
-        new = None if racy else listing
-        if new != self.listing:
-            self.listing = new
-            self.changed = True
+        before = list(self.listings.items())
+        self.listings.pop(discovery, None)
+        if not racy:
+            self.listings[discovery] = listing
+            while len(self.listings) > KEPT_LISTINGS:
+                del self.listings[next(iter(self.listings))]
+        self.changed = self.changed or list(self.listings.items()) != before
 
     def record(self, key: str, sig: Signature, state: FileState, scan_ns: int) -> None:
         trusted = max(sig[0], sig[3]) < scan_ns - RACY_NS

@@ -23,24 +23,27 @@ file of the project (from memory, the cache, or the first pass) and the rules ov
 files asked about (:mod:`swacheck.engine.passes`, which imports libcst). A warm call,
 or a call on files no rule can fire in, never imports libcst or the rules.
 
-Persistence (``cache-dir``): the inventory (one entry), the facts of the whole project
-(:mod:`swacheck.engine.facts_store`), findings per file keyed by its bytes and a digest
-of the whole project index, and the run records. ``cache="read"`` reads what the
-command line wrote and writes nothing (a language server: warm from the first audit,
-no entry per keystroke); it skips run records, which key on every file's digest and
-which audits of an editor's documents never hit.
+Persistence (``cache-dir``, at the project's root: one cache for the command line, a
+pre-commit call and a language server): the inventory (one entry), the facts of the
+whole project (:mod:`swacheck.engine.facts_store`), findings per file keyed by its bytes
+and a digest of the whole project index, and the run records of audits of files on disk.
+Only what describes the disk is written: a document whose text is not its file's bytes
+(an editor's unsaved buffer) leaves no facts, and an audit holding one (or leaving
+files out, ``complete=False``) leaves no findings, so no entry per keystroke piles up
+and none describes bytes that never reached the disk.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from swacheck.catalogue import RuleSpec, spec_of
 from swacheck.config import Config
@@ -84,6 +87,9 @@ if TYPE_CHECKING:
 DEFAULT_ENGINE_CODES = frozenset(c.code for c in ENGINE_CODES if c.default)
 # A noqa comment that may name an SWA code (what SWA100 reads).
 _SWA_NOQA = re.compile(rb"noqa[ \t]*:[^\n]*swa", re.IGNORECASE)
+
+# The digest of a file over ``max-file-size`` (not read) begins so.
+_OVERSIZED = "oversized:"
 
 # Told ``(done, total)`` files as an audit goes.
 Progress = Callable[[int, int], None]
@@ -146,6 +152,8 @@ class _File:
     display: str = ""
     # Why it could not be read, if it could not.
     problem: str = ""
+    # A document whose bytes are not its file's on disk (nothing of it is cached).
+    unsaved: bool = False
     # The device and inode of the file its bytes are known from (a fix is written to it
     # alone), and whether it was named itself (a link is followed) or found by a walk.
     identity: tuple[int, int] | None = None
@@ -234,7 +242,8 @@ class Workspace:
     ``engine_codes``: the engine's codes to report (``SWA999`` by default; ``SWA100``
     when unused ``# noqa`` comments are wanted); ``known_codes``: every code that exists
     (to tell an unknown code in a ``# noqa`` from a deselected one); ``cache``: use the
-    project's result cache (``cache-dir``), ``"read"``: read it but write nothing.
+    project's result cache (``cache-dir``, relative to the project's root without a
+    configuration file).
     """
 
     def __init__(
@@ -245,7 +254,7 @@ class Workspace:
         root: Path | None = None,
         engine_codes: frozenset[str] = DEFAULT_ENGINE_CODES,
         known_codes: Iterable[str] | None = None,
-        cache: bool | Literal["read"] = True,
+        cache: bool = True,
         cache_dir: Path | CacheFolder | None = None,
         jobs: int = 1,
         prefilter: bool = True,
@@ -267,8 +276,7 @@ class Workspace:
         self._cache: ResultCache | None = None
         if cache:
             salted = [*codes, *sorted(engine_codes)]
-            read_only = cache == "read"
-            self._cache = result_cache(config, cache_dir, read_only=read_only).for_rules(salted)
+            self._cache = result_cache(config, cache_dir, self.root).for_rules(salted)
         # Any enabled rule's triggers (a quick rejection), then each rule's own.
         self._any_trigger = Prefilter(self.specs)
         self._triggers = [
@@ -558,9 +566,17 @@ class Workspace:
                 report=True,
                 document=True,
                 display=display_path(path),
+                unsaved=self._cache is not None and not self._on_disk(path, data),
             )
         result.files_seen = len(report)
         return report
+
+    def _on_disk(self, path: Path, data: bytes) -> bool:
+        """Whether ``data`` (a document's) are the bytes of its file on disk."""
+        try:
+            return read_regular(path, len(data)).data == data
+        except OSError:
+            return False
 
     def _base(self, path: Path) -> Path:
         """The folder exclusion globs of a path given explicitly are relative to."""
@@ -573,19 +589,20 @@ class Workspace:
         return os.path.isdir(path) and below(path, self.root) == () if self.root else False
 
     def _project_walk(self) -> dict[str, str]:
-        """Every file of the project by key: from the last walk while no folder or
-        ``.gitignore`` it read has changed, else walked again."""
+        """Every file of the project by key: from the last walk under these discovery
+        settings while no folder or ``.gitignore`` it read has changed, else walked again."""
         if self._project is None:
             assert self.root is not None
             inventory = self._load_inventory()
-            listing = inventory.listing
+            settings = self.config.fingerprint("discovery")
+            listing = inventory.listing(settings)
             if listing is None or not listing.still_valid():
                 discovery = Discovery(self.config)
                 files = discovery.walk(self.root)
                 ignores = {path: signature(path) for path in discovery.ignore_files()}
                 problems = tuple(f"{p.path}\0{p.reason}" for p in discovery.problems)
                 listing = Listing(discovery.listed, ignores, tuple(files), problems)
-                inventory.record_listing(listing, time.time_ns())
+                inventory.record_listing(settings, listing, time.time_ns())
             prefix = str(self.root) + os.sep
             self._project = {key: prefix + key.replace("/", os.sep) for key in listing.files}
             self._walk_problems = [
@@ -700,6 +717,7 @@ class Workspace:
         problems: dict[str, str] = {}
         # One stat per file and no call per file: this loop runs over every project file.
         entries, stat = inventory.entries, os.stat
+        limit = self.config.max_file_size or sys.maxsize
         for key, location in files.items():
             try:
                 info = stat(location)
@@ -708,7 +726,9 @@ class Workspace:
                     identities[key] = (info.st_dev, info.st_ino)
                 entry = entries.get(key)
                 if entry is not None and entry[0] == sig:
-                    if entry[2]:
+                    # A state recorded under another max-file-size that read the file
+                    # as too large (or not) where this one would not is not this audit's.
+                    if entry[2] and (sig[1] > limit) == entry[1][0].startswith(_OVERSIZED):
                         states[key] = FileState(*entry[1])
                         continue
                 elif not unknown:
@@ -731,7 +751,7 @@ class Workspace:
         """A file over ``max-file-size``, which is not read: any rule could fire in it
         (so it is answered with SWA999), and it opens no rule's scope."""
         codes = tuple(code for code, _ in self._triggers)
-        return FileState(f"oversized:{signature}", triggered=codes, opens=(), noqa=False)
+        return FileState(f"{_OVERSIZED}{signature}", triggered=codes, opens=(), noqa=False)
 
     def _bytes(self, item: _File) -> bytes:
         if item.data is None:
@@ -760,11 +780,14 @@ class Workspace:
     ) -> str:
         """What a run's findings are a function of, beyond the cache's salt: every file's
         key and bytes (``context``: the project's other files, ``asked``: the files asked
-        about), which ones are asked about and how they are shown."""
-        if self._cache is None or self._cache.read_only:
+        about), which ones are asked about and how they are shown. None for an audit of
+        documents (an editor's: a record per set of open buffers would only pile up)."""
+        if self._cache is None or any(item.document for item in report.values()):
             return ""
         states = context | asked
+        # The configuration's folder: ``per-file-ignores`` globs are relative to it.
         lines = [f"prefilter={self.prefilter}", f"cwd={self._cwd}", f"scope={self._scope}"]
+        lines.append(f"config-root={self.config.root}")
         lines += [f"{key}\0{states[key].digest}" for key in sorted(states)]
         for key in sorted(report):
             item = report[key]
@@ -907,18 +930,26 @@ class Workspace:
                     continue
                 records[key] = self._facts.record(state.digest, profile, first)
             if not result.partial:  # a partial set is no project's facts
-                self._facts.put(records, missing)
+                unsaved = {key for key, item in by_key.items() if item.unsaved}
+                self._facts.put(records, missing, unsaved)
         return records
 
     def _project_index(self, records: dict[str, FactsRecord]) -> tuple[ProjectIndex, str]:
-        """The project index of these facts (the last one again if nothing changed)."""
+        """The project index of these facts (the last one again if nothing changed), in
+        the order of a walk of the project (each folder's entries by name, depth first),
+        whichever files are asked about: where several files could answer a question
+        (which one builds the mapping's sentinel), the first answers, so the order is part
+        of what a file's findings are a function of, and its cached findings are keyed by
+        the facts alone."""
         from swacheck.analysis.index import ModuleFacts, ProjectIndex
 
         digest = project_digest({key: record.facts_digest for key, record in records.items()})
         if self._index is not None and self._index[0] == digest:
             return self._index[1], digest
         facts: list[ModuleFacts] = [
-            record.facts for record in records.values() if isinstance(record.facts, ModuleFacts)
+            records[key].facts
+            for key in sorted(records, key=lambda key: key.split("/"))
+            if isinstance(records[key].facts, ModuleFacts)
         ]
         project = self._index[1].updated_to(facts) if self._index is not None else None
         if project is None:
@@ -943,6 +974,8 @@ class Workspace:
 
         known = self.known_codes if UNUSED_NOQA_CODE in self.engine_codes else None
         active_codes = ",".join(rule.code for rule in active)
+        # Kept in the cache only where every input is on disk.
+        lasting = not result.partial and not any(item.unsaved for item in by_key.values())
         outcomes: dict[str, CheckOutcome] = {}
         keys: dict[str, str] = {}
         todo = []
@@ -988,7 +1021,7 @@ class Workspace:
             # findings of a file do not depend on the bounds.
             if not outcome.errors and all(f.code != PARSE_ERROR_CODE for f in outcome.findings):
                 self._outcomes[source.key] = (keys[source.key], outcome)
-                if self._cache is not None:
+                if self._cache is not None and lasting:
                     self._cache.put(self._cache.key("findings", b"", keys[source.key]), outcome)
         for key, outcome in outcomes.items():
             result.errors.extend(

@@ -17,8 +17,11 @@ findings reach the editor (:mod:`.diagnostics`, :mod:`.actions`, :mod:`.hover`).
   other rules' diagnostics are published as usual.
 - A cold start (a project not read in full yet) publishes the open documents'
   diagnostics first, in the context of what the cache holds of the project, then audits
-  again with every file of the project read, showing work-done progress (``$/progress``)
-  meanwhile and saying when the project is indexed (``window/showMessage``).
+  again with every file of the project read, showing work-done progress (``$/progress``,
+  or a message where the client shows none) meanwhile and saying when the project is
+  indexed (``window/showMessage``). A document with no finding in that first round gets
+  no diagnostics until the project is read: an empty list would read as "clean" where a
+  finding may need a file not read yet.
 - Every request is answered (:class:`SwacheckProtocol`): one whose parameters do not
   read as the protocol says (a negative line, a position that is a string) gets an
   ``InvalidParams`` error, one after ``shutdown`` an ``InvalidRequest`` error, where
@@ -179,6 +182,13 @@ class SwacheckServer(LanguageServer):
         if audited is not None and audited.partial:
             progress = WorkDone(self, "swacheck")
             await progress.begin("reading the project")
+            if not progress.shown:
+                self.say(
+                    "swacheck: reading the project; until it is read, the open files show "
+                    "only the findings known so far",
+                    types.MessageType.Info,
+                    show=True,
+                )
             try:
                 audited = await self._audit_and_publish(snapshots, progress=progress)
             finally:
@@ -232,6 +242,8 @@ class SwacheckServer(LanguageServer):
                 self.reports.pop(snapshot.uri, None)
                 self.publish(snapshot.uri, snapshot.version, [])
                 continue
+            if snapshot.uri in audited.unsettled and not new.diagnostics:
+                continue  # not known yet: nothing, rather than a "clean" that may be wrong
             self.reports[snapshot.uri] = new
             if (
                 snapshot.uri in self.saved

@@ -11,14 +11,17 @@ are looked at again) or, where the client sends none, from a look at every file 
 project per audit.
 
 Everything here runs on the audit thread (:mod:`swacheck.server.worker`): a
-:class:`Workspace` serves one audit at a time. Nothing is written: the result cache is
-only read (``cache="read"``: a server started after ``swacheck audit`` or a pre-commit
-run starts warm, and no entry per keystroke piles up in the project's folder), and
-fixes come back as text.
+:class:`Workspace` serves one audit at a time. The project's result cache is the
+command line's (at the project's root): a server started after ``swacheck audit`` or a
+pre-commit run starts warm, and what the server learns of files as they are on disk
+(the project's facts after a cold start, a saved document's findings) serves the next
+command and the next server. An unsaved buffer leaves nothing there (see
+:mod:`swacheck.engine.workspace`); fixes come back as text.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +30,7 @@ from pathlib import Path
 from swacheck.catalogue import catalogue
 from swacheck.config import Config, ConfigError, resolve_config
 from swacheck.discovery import below
-from swacheck.engine.cache import cache_folder, result_cache
+from swacheck.engine.cache import result_cache
 from swacheck.engine.decoding import decode_source
 from swacheck.engine.limits import beyond_limits
 from swacheck.engine.project import find_root
@@ -63,6 +66,9 @@ class Audited:
     indexed: list[tuple[str, int]] = field(default_factory=list)
     # Project files left out of the context (``complete=False``): their facts unknown.
     left_out: int = 0
+    # The documents audited with some of their project's files left out: a finding of
+    # theirs may need those files' facts, so no finding yet does not mean none.
+    unsettled: set[str] = field(default_factory=set)
 
     @property
     def partial(self) -> bool:
@@ -116,6 +122,15 @@ class Projects:
         for project in self._projects.values():
             project.workspace.files_changed(None if rewalk else paths)
 
+    def _look_again(self) -> None:
+        """Where the client reports no change on disk, each audit finds configurations,
+        roots and exclusions again (a project whose configuration is unchanged keeps its
+        warm workspace): an edited ``pyproject.toml`` or ``.gitignore`` was never seen."""
+        if not self.watched:
+            self._of_path.clear()
+            for project in self._projects.values():
+                project.workspace.files_changed(None)
+
     def set_folders(self, folders: Sequence[Path]) -> None:
         """The workspace folders changed: documents outside every project are found again."""
         self.folders = [folder.resolve() for folder in folders]
@@ -153,6 +168,7 @@ class Projects:
         facts in memory or in the cache), each document analysed on its own: an editor's
         first diagnostics after a cold start, before every file of the project is read.
         ``progress``: told ``(done, total)`` files as the analysis goes."""
+        self._look_again()
         audited = Audited()
         groups: dict[int, tuple[Project, list[Snapshot]]] = {}
         for snapshot in snapshots:
@@ -207,6 +223,8 @@ class Projects:
                 audited.findings[group[0].uri] = [beyond_limits(str(group[0].path), message)]
                 continue
             audited.left_out += result.left_out
+            if result.partial:
+                audited.unsettled.update(snapshot.uri for snapshot in group)
             if group is members and not project.indexed and not result.partial:
                 project.indexed = True
                 root = project.workspace.root
@@ -225,9 +243,16 @@ class Projects:
 
     def fix(self, target: Snapshot, context: Sequence[Snapshot], unsafe: bool) -> str | None:
         """``target``'s text with every fix applied (``None``: nothing to fix), in the
-        context the diagnostics were computed in (``context``: the other open documents)."""
+        context the diagnostics were computed in (``context``: the other open documents:
+        those of its project that its audits do not leave out)."""
+        self._look_again()
         project = self.project_of(target.path)
-        documents = {s.path: s.text for s in context if self._of_path.get(s.path) is project}
+        documents = {}
+        for snapshot in context:
+            with contextlib.suppress(ConfigError):
+                same = self.project_of(snapshot.path) is project
+                if same and not project.workspace.excluded(snapshot.path):
+                    documents[snapshot.path] = snapshot.text
         documents[target.path] = target.text
         result = project.workspace.audit(
             documents=documents, fix=True, unsafe_fixes=unsafe, rescan=not self.watched
@@ -238,11 +263,9 @@ class Projects:
 
 
 def _project(root: Path | None, config: Config) -> Project:
-    # Where ``swacheck audit`` run at the project's root keeps its cache: a relative
-    # ``cache-dir`` is taken from the configuration's folder, else from the root (the
-    # command's working directory then), not from the server's working directory.
-    folder, _ = cache_folder(config, base=root)  # None: refused, the workspace says why
-    specs = catalogue(config, result_cache(config, folder, read_only=True))
+    # The command line's cache: a relative ``cache-dir`` is taken from the
+    # configuration's folder, else from the root, not from the server's working directory.
+    specs = catalogue(config, result_cache(config, base=root))
     chosen = select(specs, config)
     workspace = Workspace(
         config,
@@ -250,8 +273,6 @@ def _project(root: Path | None, config: Config) -> Project:
         root=root,
         engine_codes=chosen.engine_codes,
         known_codes=[spec.code for spec in specs],
-        cache="read",
-        cache_dir=folder,
         jobs=1,
         # One worker process kept for the server's life: an edit forks nothing, and the
         # worker is sent only the facts it lacks (engine/workers.py).

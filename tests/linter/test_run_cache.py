@@ -211,6 +211,105 @@ def test_an_entry_of_another_format_is_a_miss(tmp_path: Path, monkeypatch) -> No
     assert cache.get(key) is None
 
 
+def test_a_walk_serves_only_the_exclusions_it_was_made_under(swacheck, tmp_path: Path) -> None:
+    """Issue 39: the project's last walk was kept in the inventory, whose key holds no
+    exclusion, so an audit with ``extend-exclude = []`` after one excluding ``vendored``
+    lost vendored's finding, and the other order reported an excluded file's."""
+    write(tmp_path / "pyproject.toml", "[tool.swacheck]\nextend-exclude = ['vendored']\n")
+    write(tmp_path / "pkg" / "bufs.py", INT64_SWA)
+    write(tmp_path / "vendored" / "bufs.py", TWO_INT64)
+    every = ("--config", "extend-exclude = []")
+    for args in ((), every, (), every):
+        assert codes_found(swacheck, *args) == codes_found(swacheck, "--no-cache", *args)
+    assert len(codes_found(swacheck, *every)) == 3
+
+
+def test_a_file_read_as_too_large_is_read_again_under_a_larger_limit(
+    swacheck, tmp_path: Path
+) -> None:
+    """A file's state recorded under one ``max-file-size`` served another: recorded as
+    too large, the pool opened no rule's scope under a larger limit (SWA005 lost in the
+    runner), and recorded in full its cached facts served a smaller limit, where a cold
+    audit answers SWA999."""
+    import time
+
+    from swacheck.engine.project import RACY_NS
+
+    for source in (REPO / "examples").glob("*.py"):
+        shutil.copy(source, tmp_path / source.name)
+    pool = tmp_path / "swa_memory_pool.py"
+    pool.write_text(pool.read_text() + "# padding\n" * 300)
+    time.sleep(RACY_NS / 1e9 + 0.1)  # recorded as not racy: trusted while unchanged
+    small = ("--config", "max-file-size = 3000")
+    for args in ((), small, (), small):
+        assert codes_found(swacheck, *args) == codes_found(swacheck, "--no-cache", *args)
+    assert "swa_memory_pool.py:SWA999" in codes_found(swacheck, *small)
+    assert "model_runner.py:SWA005" in codes_found(swacheck)
+
+
+def test_a_run_record_serves_only_its_configurations_folder(swacheck, tmp_path: Path) -> None:
+    """``per-file-ignores`` globs are relative to the configuration's folder: the same
+    settings read from another folder ignore other files, and the run's record of the
+    first answered for the second in a cache both use."""
+    settings = "[tool.swacheck]\nper-file-ignores = { 'pkg/*' = ['SWA002'] }\n"
+    write(tmp_path / "pyproject.toml", settings)
+    write(tmp_path / "pkg" / "pyproject.toml", settings)
+    write(tmp_path / "pkg" / "bufs.py", INT64_SWA)
+    inner = ("--config", str(tmp_path / "pkg" / "pyproject.toml"), "--cache-dir", "cache")
+    assert codes_found(swacheck, "--cache-dir", "cache") == []
+    assert codes_found(swacheck, *inner) == ["bufs.py:SWA002"]
+    assert codes_found(swacheck, *inner) == codes_found(swacheck, "--no-cache", *inner)
+
+
+def test_findings_do_not_depend_on_which_files_were_asked_about_first(
+    swacheck, tmp_path: Path
+) -> None:
+    """Where two files build the mapping's sentinel, SWA011 names the first in the
+    project index, whose order put the files asked about first: a pre-commit call on
+    the allocator cached a message naming it, which a whole-tree audit replayed where
+    ``--no-cache`` names ``a_alloc.py``, first in the walk."""
+    import subprocess
+
+    for source in (REPO / "examples").glob("*.py"):
+        shutil.copy(source, tmp_path / source.name)
+    shutil.copy(tmp_path / "swa_allocator.py", tmp_path / "a_alloc.py")
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    given = swacheck("audit", "--output-format", "json", "swa_allocator.py").stdout
+    warm = swacheck("audit", "--output-format", "json").stdout
+    cold = swacheck("audit", "--output-format", "json", "--no-cache").stdout
+    assert json.loads(warm) == json.loads(cold)
+    messages = {f["message"] for f in json.loads(warm) if f["code"] == "SWA011"}
+    assert all("(built at a_alloc.py:9)" in m for m in messages), messages
+    assert [f for f in json.loads(warm) if f["filename"].endswith("swa_allocator.py")] == (
+        json.loads(given)
+    )
+
+
+def test_a_call_from_a_sub_folder_uses_the_projects_cache(
+    swacheck, swacheck_at, tmp_path: Path
+) -> None:
+    """Issue 39: ``swacheck audit .`` in a sub-folder of a project without
+    ``[tool.swacheck]`` made a cache there, cold, while ``--show-settings`` named the git
+    root as the project's: the cache is the root's, whatever the working directory."""
+    import subprocess
+
+    engine = tmp_path / "engine"
+    engine.mkdir()
+    for source in (REPO / "examples").glob("*.py"):
+        shutil.copy(source, engine / source.name)
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    root_cache = tmp_path / ".swacheck_cache"
+    swacheck("audit", check_rc=1)
+    inside = swacheck_at(engine)
+    shown = inside("audit", "--show-settings", check_rc=0).stdout
+    assert f"Cache folder: {root_cache}\n" in shown
+    before = entries(root_cache)
+    assert codes_found(inside) == codes_found(inside, "--no-cache")
+    assert not (engine / ".swacheck_cache").exists()
+    new = [kind(data) for path, data in entries(root_cache).items() if path not in before]
+    assert new == ["_RunRecord"]  # its findings came from the root's entries
+
+
 # -- nothing written outside the project (issue 29) ---------------------------------------
 
 
@@ -521,6 +620,35 @@ def test_the_cache_survives_a_reinstall_and_keys_facts_do_not_read(tmp_path: Pat
     rule = next((changed / "swacheck" / "rules").glob("swa002_*.py"))
     rule.write_text(rule.read_text() + "# changed\n")
     assert counted(root, site=changed) == (cold, every)
+
+
+def test_entries_are_keyed_by_the_interpreter_and_libcsts_version(
+    tmp_path: Path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """A project's cache is shared by the environments that audit it (a pre-commit
+    hook's, a developer's): one with another Python (whose ``ast`` finds regions and
+    syntax errors) or another libcst (whose trees facts are read from) misses it."""
+    import importlib.machinery
+    import importlib.util
+    import sys
+
+    from swacheck.engine import cache as cache_module
+
+    digest = cache_module._code_digest.__wrapped__
+    here = digest()
+    monkeypatch.setattr(sys, "version_info", (3, 99, 0, "final", 0))
+    assert digest() != here
+    monkeypatch.undo()
+    other = tmp_path / "libcst"
+    other.mkdir()
+    (other / "_version.py").write_text("__version__ = '0.0.1'\n")
+    spec = importlib.machinery.ModuleSpec("libcst", None, is_package=True)
+    spec.submodule_search_locations = [str(other)]
+    find = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: spec if name == "libcst" else find(name, *a)
+    )
+    assert digest() != here
 
 
 def test_facts_of_a_wider_selection_give_a_narrower_one_its_own_findings(

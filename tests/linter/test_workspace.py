@@ -195,12 +195,12 @@ def _listing(folder: Path) -> dict[str, int]:
     return {str(p.relative_to(folder)): p.stat().st_mtime_ns for p in sorted(folder.rglob("*"))}
 
 
-def test_a_read_only_cache_starts_warm_from_the_commands_and_writes_nothing(
+def test_the_server_starts_warm_from_the_commands_cache_and_keeps_no_unsaved_buffer(
     project: Path, swacheck_at
 ) -> None:
-    """``cache="read"`` (the language server's workspace) reads the inventory, facts and
-    catalogue ``swacheck audit`` wrote, so its first audit parses only the document;
-    it writes nothing, edited documents included."""
+    """The language server's workspace reads the inventory, facts and catalogue
+    ``swacheck audit`` wrote, so its first audit parses nothing; an edited buffer leaves
+    no entry (its facts and findings describe bytes that are not on disk)."""
     from swacheck.server.projects import Projects
 
     runner = project / "model_runner.py"
@@ -209,17 +209,102 @@ def test_a_read_only_cache_starts_warm_from_the_commands_and_writes_nothing(
     assert cold.facts_parsed > 1
     swacheck_at(project)("audit", check_rc=1)
     folder = project / ".swacheck_cache"
-    before = _listing(folder)
     workspace = Projects([project]).project_of(runner).workspace
     warm = workspace.audit(documents={runner: text}, rescan=False)
     assert warm.findings == cold.findings
     assert warm.facts_parsed == 0  # the document's bytes are the file's: its facts are cached
+    before = _entries(folder)
     edited = text.replace("        if can_run_graph:\n", "        if can_run_graph:  # edited\n")
     assert edited != text
     again = workspace.audit(documents={runner: edited}, rescan=False)
     assert again.facts_parsed == 1
     assert _rows(again.findings) == _rows(cold.findings)
-    assert _listing(folder) == before
+    after = _entries(folder)
+    written = {path for path, data in after.items() if before.get(path) != data}
+    assert written <= {_inventory_entry(folder)}
+
+
+def test_the_commands_start_warm_from_the_servers_cache(project: Path) -> None:
+    """A server's first complete audit reads every file of the project: it keeps their
+    facts, so the command after it parses no file for them."""
+    from swacheck.server.projects import Projects
+
+    runner = project / "model_runner.py"
+    projects = Projects([project])
+    try:
+        workspace = projects.project_of(runner).workspace
+        indexed = workspace.audit(documents={runner: runner.read_text()}, rescan=False)
+    finally:
+        projects.close()
+    assert indexed.facts_parsed > 1
+    command = Workspace(Config(), catalogue(Config()), root=project).audit([project])
+    assert command.facts_parsed == 0
+    assert command.findings_for(runner) == indexed.findings
+
+
+def test_a_server_told_of_no_change_sees_an_edited_configuration(project: Path) -> None:
+    """A client that watches no file reports no change: the server kept the
+    configuration and exclusions it first read, and its findings were those of a
+    ``select`` and a ``.gitignore`` edited away since."""
+    from swacheck.server.documents import Snapshot
+    from swacheck.server.projects import Projects
+
+    runner = project / "cuda_graph_runner.py"
+    snapshot = Snapshot(runner.as_uri(), runner, 0, runner.read_text())
+    projects = Projects([project])  # not ``watched``
+    try:
+        first = projects.audit([snapshot]).findings[snapshot.uri]
+        assert {f.code for f in first} >= {"SWA002", "SWA003"}
+        (project / "pyproject.toml").write_text("[tool.swacheck]\nselect = ['SWA003']\n")
+        assert {f.code for f in projects.audit([snapshot]).findings[snapshot.uri]} == {"SWA003"}
+        (project / ".gitignore").write_text("cuda_graph_runner.py\n")
+        (project / "pyproject.toml").write_text("[tool.swacheck]\n")
+        assert projects.audit([snapshot]).findings[snapshot.uri] == []  # excluded now
+    finally:
+        projects.close()
+
+
+def test_fix_all_sees_the_open_buffers_its_diagnostics_saw(project: Path) -> None:
+    """The editor's fix-all on the graph runner, with the pool's buffer open and holding
+    no translation cache (the project is then of the int64 design, its translation's
+    dtype is the convention: no SWA002, whose fix would make the runner's buffer int32):
+    the fix is made in the context of that buffer, as the diagnostics were, also where
+    the client reports no change on disk (each audit finds the projects again, and the
+    buffer was left out of the fix)."""
+    from swacheck.server.documents import Snapshot
+    from swacheck.server.projects import Projects
+
+    runner, pool = project / "cuda_graph_runner.py", project / "swa_memory_pool.py"
+    edited = pool.read_text().replace("invalidate_loc_cache(", "drop_loc_cache(")
+    buffers = [
+        Snapshot(runner.as_uri(), runner, 0, runner.read_text()),
+        Snapshot(pool.as_uri(), pool, 1, edited),
+    ]
+    projects = Projects([project])  # not ``watched``
+    try:
+        audited = projects.audit(buffers)
+        assert "SWA002" not in {f.code for f in audited.findings[buffers[0].uri]}
+        fixed = projects.fix(buffers[0], buffers[1:], unsafe=True)
+    finally:
+        projects.close()
+    assert fixed is not None and "self.out_cache_loc_swa.zero_()" in fixed  # SWA003's fix
+    assert "torch.zeros((max_num_token,), dtype=torch.int32)\n" not in fixed  # no SWA002 fix
+
+
+def _entries(folder: Path) -> dict[Path, bytes]:
+    return {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def _inventory_entry(folder: Path) -> Path | None:
+    """The inventory's entry (rewritten as files are read again), if there is one."""
+    import pickle
+
+    for path, data in _entries(folder).items():
+        if path.name not in (".gitignore", "CACHEDIR.TAG"):
+            value = pickle.loads(data[32:])  # after the signature: the test trusts its cache
+            if isinstance(value, dict) and "listings" in value:
+                return path
+    return None
 
 
 def test_a_partial_audit_reads_no_file_the_cache_holds_no_state_of(

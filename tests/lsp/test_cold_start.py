@@ -125,3 +125,44 @@ def test_after_the_command_filled_the_cache_one_audit_indexes_the_project(projec
         assert await session.stop() == 0
 
     asyncio.run(scenario())
+
+
+MODEL_RUNNER = Path("minisglang/runner/model_runner.py")
+
+
+def test_no_clean_list_before_the_project_is_read(large_project: Path) -> None:
+    """Issue 39: the model runner's SWA005 needs the pool's facts, which a cold start has
+    not read when it shows the first diagnostics: it published an empty list (which reads
+    as "clean") and the finding only once the project was indexed. Now the document gets
+    nothing until its findings are known, and the reading shows as progress."""
+    project = large_project
+    expected = _cli_rows(project, MODEL_RUNNER)
+    assert [code for _, code in expected] == ["SWA005"]
+
+    async def scenario() -> None:
+        session = Session()
+        await session.start(project)
+        uri = session.open(project / MODEL_RUNNER)
+        await session.until(lambda: _indexed(session))
+        published = [p for p in session.published if p.uri == uri]
+        assert [_rows(p.diagnostics) for p in published] == [expected]
+        assert session.progress_tokens, "the reading is shown"
+        assert await session.stop() == 0
+
+    asyncio.run(scenario())
+
+
+def test_a_client_without_progress_is_told_the_project_is_being_read(
+    large_project: Path,
+) -> None:
+    async def scenario() -> None:
+        session = Session()
+        await session.start(large_project, caps=capabilities(progress=False))
+        session.open(large_project / MODEL_RUNNER)
+        await session.until(lambda: _indexed(session))
+        said = [m.message for m in session.shown]
+        (reading,) = [n for n, message in enumerate(said) if "reading the project" in message]
+        assert said.index(_indexed(session).message) > reading
+        assert await session.stop() == 0
+
+    asyncio.run(scenario())

@@ -516,12 +516,18 @@ def _tree_state(root: Path) -> dict[str, tuple[bytes, int]]:
     }
 
 
+# What an edit of a buffer adds (never saved to disk): no cache entry may hold it.
+UNSAVED = "unsaved_marker_swa_loc"
+
+
 @pytest.mark.parametrize("cached", [False, True], ids=["no-cache", "after-swacheck-audit"])
-def test_a_session_writes_nothing_to_disk(project: Path, cached: bool) -> None:
+def test_a_session_writes_nothing_but_the_cache_and_nothing_of_its_buffers(
+    project: Path, cached: bool
+) -> None:
     """Edits, every kind of code action, hovers, close and shutdown: the tree's bytes
-    and modification times are as before, and no file was added (no cache either).
-    After ``swacheck audit`` filled the project's cache the server reads it (the same
-    diagnostics) and still writes nothing to it."""
+    and modification times are as before but for the project's cache, which the server
+    shares with ``swacheck audit`` (it reads it: the same diagnostics; and it keeps what
+    it learnt of the files on disk), and no entry holds what only a buffer held."""
     files = (POOL, GRAPH_RUNNER, MODEL_RUNNER)
     expected = {f: sorted(d["code"] for d in cli_findings(project, f)) for f in files}
     if cached:
@@ -556,13 +562,22 @@ def test_a_session_writes_nothing_to_disk(project: Path, cached: bool) -> None:
             for action in await session.code_actions(uri, everything, ["source"]):
                 await session.client.code_action_resolve_async(action)
             edited = session.texts[uri].replace("torch.int64", "torch.long")
-            await session.diagnostics(uri, session.change(uri, edited))
+            edited += f"\n{UNSAVED} = torch.zeros(4, dtype=torch.int64)\n"
+            diagnostics = await session.diagnostics(uri, session.change(uri, edited))
+            assert any(UNSAVED in d.message for d in diagnostics)
             session.save(uri)
             session.close(uri)
         assert await session.stop() == 0
 
     run(scenario())
-    assert _tree_state(project) == before
+    after = _tree_state(project)
+    cache = ".swacheck_cache"
+    assert {k: v for k, v in after.items() if not k.startswith(cache)} == {
+        k: v for k, v in before.items() if not k.startswith(cache)
+    }
+    entries = [project / k for k, (data, _) in after.items() if k.startswith(cache) and data]
+    assert entries, "the server keeps the project's facts"
+    assert not [path for path in entries if UNSAVED.encode() in path.read_bytes()]
 
 
 def test_exit_without_shutdown_is_status_1(project: Path) -> None:
