@@ -93,8 +93,11 @@ def test_a_pool_edit_reaches_the_runners_warm_answer(project: Path) -> None:
 
 def test_a_translation_dtype_reaches_another_files_warm_answer(project: Path) -> None:
     """SGLang 0.5.11's SWA002 in the breakable runner cites the convention its pool's
-    translation sets (int32); a translation returning int64 takes the finding away."""
+    translation sets (int32); a translation returning int64 takes the finding away. (The
+    examples' pool, of the translation-cache era whose write locations are int32 whatever
+    a translation returns, is left out: this project is of 0.5.11's design.)"""
     sglang = _release()
+    (project / "swa_memory_pool.py").unlink()
     for relative in (SGLANG_POOL, SGLANG_RUNNER):
         target = project / relative
         target.parent.mkdir(parents=True, exist_ok=True)
