@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from swacheck.config import DEFAULT_SWA_LOC_PATTERN, Config
 from swacheck.engine.fixer import rows
 from swacheck.finding import Applicability, Edit, Fix, Position
@@ -423,6 +425,27 @@ class Backend:
         ),
         # a write-location buffer made like the int64 locations in a project whose
         # translation is int32
+        # one SWA page table allocated int64 among the file's int32 ones: judged by the
+        # others (its own dtype is no evidence of the convention it breaks)
+        Invalid(
+            """
+import torch
+
+class Backend:
+    def init_cuda_graph_state(self, max_bs, max_pages):
+        self.decode_cuda_graph_metadata = {
+            "page_table": torch.zeros(max_bs, max_pages, dtype=torch.int32),
+        }
+        self.decode_cuda_graph_metadata["swa_page_table"] = torch.zeros(
+            max_bs, max_pages, dtype=torch.long
+        )
+
+    def init_forward_metadata(self, metadata, bs, max_pages):
+        metadata.page_table = torch.zeros(bs, max_pages, dtype=torch.int32)
+        metadata.swa_page_table = torch.zeros(bs, max_pages, dtype=torch.int32)
+""",
+            line=10,
+        ),
         # the buffers' factory takes the full pool's dtype from its caller for both
         Invalid(
             """
@@ -788,7 +811,8 @@ self.swa_loc = loc.long()
         self._text = unit.text
         reported: set[tuple[int, int]] = set()
         for function, use in conventions.uses(unit.module):
-            expected = conventions.convention(unit.module, use.role or WRITE)
+            judged = f"{unit.module.path}:{use.place.line}"
+            expected = conventions.convention(unit.module, use.role or WRITE, judged)
             if expected is None:
                 continue
             if any(f.space == TABLE for f in unit.values.space(use.value, Ctx(function))):
@@ -1028,7 +1052,9 @@ def _dtypes(unit: FileUnit) -> Dtypes:
 def _noun(role: str, slot: str) -> str:
     if role == WRITE:
         return "SWA write location"
-    return "SWA page table" if "table" in words(slot) else "SWA window index"
+    # the name's last part: ``metadata['swa_page_table']``, ``self.cuda_graph_page_table``
+    last = re.split(r"\W+", slot.strip("`'\"[]"))[-1]
+    return "SWA page table" if "table" in words(last) else "SWA window index"
 
 
 def _phrase(d: Decision) -> str:

@@ -75,7 +75,9 @@ class Conventions:
         self.model = dtypes.model
         self.config = config
         self._uses: dict[str, list[tuple[Function, Use]]] = {}
-        self._conventions: dict[tuple[str, str], Convention | None] = {}
+        self._conventions: dict[
+            tuple[str, str], Convention | list[tuple[str, list[Evidence]]] | None
+        ] = {}
         self._translation: list[Evidence] | None = None
         self._casts: dict[str, list[Evidence]] = {}
         self._slots: dict[tuple[str, str], list[tuple[str, str, str]]] | None = None
@@ -193,13 +195,26 @@ class Conventions:
 
     # -- conventions ---------------------------------------------------------------------
 
-    def convention(self, module: ModuleFacts, role: str) -> Convention | None:
+    def convention(
+        self, module: ModuleFacts, role: str, judged: str | None = None
+    ) -> Convention | None:
+        """``role``'s convention in ``module``; ``judged``: the place (``path:line``) of
+        the value being judged, whose own dtype is no evidence of the convention it is
+        judged by (one int64 page table among the file's int32 ones is the odd one out,
+        not a reason to find no convention)."""
         key = (module.module, role)
         if key not in self._conventions:
             self._conventions[key] = self._convention(module, role)
-        return self._conventions[key]
+        found = self._conventions[key]
+        if not isinstance(found, list):
+            return found
+        return self._from_levels(role, found, judged)
 
-    def _convention(self, module: ModuleFacts, role: str) -> Convention | None:
+    def _convention(
+        self, module: ModuleFacts, role: str
+    ) -> Convention | list[tuple[str, list[Evidence]]] | None:
+        """A convention the configuration, the era or the model sets, else the levels
+        of evidence it is read from (nearest first)."""
         configured = _configured(self.config, role)
         if configured is not None:
             why = f"`swa-loc-dtype` sets torch.{configured} for {noun(role)}"
@@ -225,11 +240,17 @@ class Conventions:
         else:
             levels.append(("file", self._file(module, role, frozenset({ALLOCATION, DEFAULT}))))
             levels.append(("project", self._project_casts(role)))
-        for scope, evidence in levels:
-            dtypes = {e.dtype for e in evidence}
-            if len(dtypes) == 1:
+        return levels
+
+    @staticmethod
+    def _from_levels(
+        role: str, levels: list[tuple[str, list[Evidence]]], judged: str | None
+    ) -> Convention | None:
+        held = [(scope, _without(found, judged)) for scope, found in levels]
+        for scope, evidence in held:
+            if len({e.dtype for e in evidence}) == 1:
                 return Convention(evidence[0].dtype, _why(scope, evidence[0], noun(role)))
-        if any(evidence for _, evidence in levels):
+        if any(evidence for _, evidence in held):
             return None  # the code holds both dtypes for the role: no one convention
         return Convention(
             DEFAULT_DTYPE,
@@ -297,6 +318,15 @@ class Conventions:
                     for d in self.decisions(function, use):
                         entries.append((other.module, d.dtype, d.kind))
         return self._slots
+
+
+def _without(evidence: list[Evidence], judged: str | None) -> list[Evidence]:
+    """``evidence`` without the judged value's own, where the rest agree and are two or
+    more (it is the odd one out); one against one stays a disagreement."""
+    rest = [e for e in evidence if e.where != judged]
+    if len(rest) < len(evidence) and len(rest) >= 2 and len({e.dtype for e in rest}) == 1:
+        return rest
+    return evidence
 
 
 def _where(d: Decision, function: Function, use: Use) -> str:

@@ -411,12 +411,15 @@ def engines() -> dict[str, list[str]]:
 
 
 def engine_of(path: str) -> str:
-    """The engine a file belongs to: the model whose package its path starts with (its
-    first folder: ``vllm/v1/...``), else the default engine's."""
-    head = path.replace("\\", "/").lstrip("./").split("/", 1)[0]
-    for engine, packages in engines().items():
-        if head in packages:
-            return engine
+    """The engine a file belongs to: the model whose package a folder of its path is
+    (``vllm/v1/...``, ``../vllm-0.33.0/vllm/v1/...``: the nearest such folder to the
+    file), else the default engine's. The path is as the audit names the file, relative
+    to the working directory or the project's root, or absolute."""
+    folders = path.replace("\\", "/").split("/")[:-1]
+    owner = {package: engine for engine, packages in engines().items() for package in packages}
+    for folder in reversed(folders):
+        if folder in owner:
+            return owner[folder]
     return DEFAULT_ENGINE
 
 

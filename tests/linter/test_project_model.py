@@ -11,7 +11,7 @@ import pytest
 
 from swacheck.config import Config, ConfigError, config_from_table
 from swacheck.models.schema import model_problem
-from swacheck.semantics.model import FULL, SWA, builtin_models, model_for
+from swacheck.semantics.model import FULL, SWA, builtin_models, engine_of, model_for
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -115,3 +115,20 @@ def test_readmes_configuration_example_is_a_valid_configuration() -> None:
     block = section.split("```toml\n", 1)[1].split("```", 1)[0]
     config = config_from_table(tomllib.loads(block)["tool"]["swacheck"])
     assert model_for(config).translators["to_window_slots"].to == SWA
+
+
+@pytest.mark.parametrize(
+    ("path", "engine"),
+    [
+        ("vllm/v1/worker/gpu_model_runner.py", "vllm"),
+        # as an audit names a file given by an absolute or a relative path: the folder
+        # holding the package is no package of its own
+        ("/src/vllm-0.33.0/vllm/v1/worker/gpu_model_runner.py", "vllm"),
+        ("../../mutants/vl_cloned/vllm/v1/attention/backend.py", "vllm"),
+        ("python/sglang/srt/mem_cache/swa_memory_pool.py", "sglang"),
+        ("vllm_pool.py", "sglang"),  # a module named so is no package folder
+        ("tests/test_pool.py", "sglang"),
+    ],
+)
+def test_a_files_engine_is_the_package_folder_nearest_it(path: str, engine: str) -> None:
+    assert engine_of(path) == engine
