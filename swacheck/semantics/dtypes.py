@@ -420,10 +420,17 @@ class Dtypes:
         out = []
         for function, inner in functions:
             for d in self.of(function.facts.returns, inner):
-                kind = TRANSLATION if d.kind in (TRANSLATION, ENGINE, CAST, ALLOCATION) else d.kind
+                # whatever decides it inside (a cast, an allocation, an assert on what it
+                # returns), to its caller it is the translation's dtype: no cast or assert
+                # written where it is called
                 out.append(
                     Decision(
-                        NO_GUARD, d.dtype, kind, f"`{function.facts.name}`", d.function, d.call
+                        NO_GUARD,
+                        d.dtype,
+                        TRANSLATION,
+                        f"`{function.facts.name}`",
+                        d.function,
+                        d.call,
                     )
                 )
         return tuple(out)
