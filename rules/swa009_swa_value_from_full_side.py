@@ -11,7 +11,7 @@ from swacheck.semantics.project import Function
 from swacheck.semantics.terms import Const, Local, alternatives, consistent
 from swacheck.semantics.unit import FileUnit
 from swacheck.semantics.uses import TRANSLATOR, Use, uses
-from swacheck.semantics.values import Ctx, Space, Values, rows_root, translated_terms, view_root
+from swacheck.semantics.values import Ctx, Space, Values, rows_root, view_root
 from swacheck.triggers import Trigger
 
 # A backend of the same project that takes each SWA value from the SWA side: the
@@ -205,6 +205,66 @@ def update_sliding_window_buffer(window_kv_indptr, req_to_token, seq_lens, req_p
             window_kv_indices[:n]
         )
     return window_kv_indices
+"""
+        ),
+        # a helper that translates unless told to skip, called with the default: the
+        # untranslated return is the non-hybrid pool's, the caller's buffer is never None
+        Valid(
+            """
+def fill_window(indptr, req_to_token, bs, pool=None, out=None, skip_translate=False):
+    if out is None:
+        out = torch.empty(indptr[-1], dtype=torch.int64)
+    build_kv_indices_kernel[(bs,)](req_to_token, indptr, out)
+    if not skip_translate and hasattr(pool, "translate_loc_from_full_to_swa"):
+        out[: indptr[-1]] = pool.translate_loc_from_full_to_swa(out[: indptr[-1]])
+    return indptr, out
+
+
+class Backend:
+    def init_forward_metadata(self, forward_batch, bs):
+        indptr, window_kv_indices = fill_window(
+            self.window_indptr, self.req_to_token, bs, self.token_to_kv_pool
+        )
+        self.forward_metadata = (indptr, window_kv_indices)
+"""
+        ),
+        # a full-pool location in a local named for the SWA write, handed to the
+        # translator's own helper (which calls a translation kept in a field) before use
+        Valid(
+            """
+class Translator:
+    def __init__(self, pool):
+        self._to_swa = pool.translate_loc_from_full_to_swa
+
+    def window_write_loc(self, loc):
+        return self._to_swa(loc)
+
+
+class Backend:
+    def __init__(self, pool):
+        self.translator = Translator(pool)
+
+    def refill(self, forward_batch):
+        swa_out_cache_loc = forward_batch.out_cache_loc
+        n = swa_out_cache_loc.shape[0]
+        self.graph_swa_loc[:n].copy_(self.translator.window_write_loc(swa_out_cache_loc))
+"""
+        ),
+        # a helper that has a kernel fill the buffer it is handed, then translates it in
+        # place: what its caller stores afterwards is on the SWA side
+        Valid(
+            """
+class DraftBackend:
+    def _fill_window(self, forward_batch, window_buffer, bs):
+        fill_window_kernel[(bs,)](self.req_to_token, forward_batch.req_pool_indices, window_buffer)
+        for i in range(self.steps):
+            row = window_buffer[i]
+            row.copy_(self.token_to_kv_pool.translate_loc_from_full_to_swa(row))
+
+    def prepare(self, forward_batch, window_buffer, bs):
+        self._fill_window(forward_batch, window_buffer, bs)
+        for i in range(self.steps):
+            forward_batch.spec_info.window_kv_indices = window_buffer[i]
 """
         ),
         # outside hybrid-SWA mode the two index spaces coincide
@@ -497,7 +557,8 @@ def load(self, forward_batch, n):
                     if _translated_later(function, use, values, ctx):
                         continue
                     if translated is None:
-                        translated = translated_terms(function.facts, values.model)
+                        handed = values.translated_arguments(function)
+                        translated = {rows_root(argument) for _, argument in handed}
                     if rows_root(use.value) in translated:
                         continue
                 key = (use.place.line, use.where)

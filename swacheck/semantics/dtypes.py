@@ -155,7 +155,7 @@ class Dtypes:
     def _of(self, term: Term, ctx: Ctx) -> tuple[Decision, ...]:
         if isinstance(term, Phi):
             out = []
-            for guard, alternative in term.alternatives:
+            for guard, alternative in self.values.choices(term, ctx):
                 for d in self.of(alternative, ctx):
                     if consistent(guard, d.guard):
                         out.append(_guarded(d, guard))
@@ -338,7 +338,7 @@ class Dtypes:
         if isinstance(term, Phi):
             return [
                 (guard | g, d, lit, w)
-                for guard, alternative in term.alternatives
+                for guard, alternative in self.values.choices(term, ctx)
                 for g, d, lit, w in self.dtype_value(alternative, ctx)
             ]
         if isinstance(term, Param):

@@ -14,6 +14,7 @@ edge, ``a or b`` both negations on its false edge.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 
 from swacheck.semantics.terms import (
@@ -112,3 +113,55 @@ def called(term: Term, name: str) -> Call | None:
     if isinstance(term, Call) and term.func == Global(name):
         return term
     return None
+
+
+def fold(term: Term, constant: Callable[[str], Const | None]) -> Term:
+    """``term`` with each parameter ``constant`` knows replaced by its value, and the
+    ``not``/``and``/``or`` and identity or equality tests over constants folded: in a
+    call that leaves ``skip=False`` as its default, ``not skip and hasattr(pool, ...)``
+    is ``hasattr(pool, ...)``."""
+    if isinstance(term, Param):
+        return constant(term.name) or term
+    if not isinstance(term, Op):
+        return term
+    operands = tuple(fold(operand, constant) for operand in term.operands)
+    op = term.op
+    if op == "not" and len(operands) == 1:
+        inner = operands[0]
+        return Const(not inner.value) if isinstance(inner, Const) else Op(op, operands)
+    if op in ("and", "or"):
+        deciding = op == "or"  # the truth that decides the whole test
+        rest = []
+        for operand in operands:
+            if isinstance(operand, Const):
+                if bool(operand.value) == deciding:
+                    return Const(deciding)
+                continue
+            rest.append(operand)
+        if not rest:
+            return Const(not deciding)
+        return rest[0] if len(rest) == 1 else Op(op, tuple(rest))
+    if len(operands) == 2 and all(isinstance(o, Const) for o in operands):
+        left, right = (o.value for o in operands)  # type: ignore[attr-defined]
+        tests = {"is": left is right, "is not": left is not right}
+        tests |= {"==": left == right, "!=": left != right}
+        if op in tests:
+            return Const(tests[op])
+    return Op(op, operands) if operands != term.operands else term
+
+
+def assume(guard: Guard, constant: Callable[[str], Const | None]) -> Guard | None:
+    """``guard`` where the parameters ``constant`` knows have their values: literals the
+    values decide dropped or narrowed (:func:`fold`), ``None`` where a literal is
+    decided false (the path cannot run)."""
+    out: set[Literal] = set()
+    for key, holds in guard:
+        folded = fold(key, constant)
+        if folded is key:
+            out.add((key, holds))
+        elif isinstance(folded, Const):
+            if bool(folded.value) != holds:
+                return None
+        else:
+            out |= literals(folded, holds)
+    return frozenset(out)

@@ -29,7 +29,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from swacheck.semantics.function import CALL, FILL, FunctionFacts
+from swacheck.semantics.function import CALL, FILL, Event, FunctionFacts
+from swacheck.semantics.guards import assume
 from swacheck.semantics.model import FULL, SWA, Model
 from swacheck.semantics.project import Class, Function, Project
 from swacheck.semantics.terms import (
@@ -174,6 +175,7 @@ class Values:
         self._memo: dict[tuple[str, Term, Ctx], object] = {}
         self._active: set[tuple[str, Term, Ctx]] = set()
         self._evidence: dict[str, dict[str, Space]] = {}
+        self._handed: dict[str, list[Term]] = {}
 
     def ctx(self, function: Function) -> Ctx:
         return Ctx(function)
@@ -309,7 +311,41 @@ class Values:
         for name, value in call.kwargs:
             if name in params:
                 bindings.append((name, value, ctx))
+        if not any(p.startswith("*") for p in callee.facts.params):
+            # a parameter the call leaves out has its default (``**kwargs`` may pass it)
+            bound = {name for name, _, _ in bindings}
+            own = Ctx(callee, depth=ctx.depth + 1)
+            for name, value in callee.facts.defaults:
+                if name not in bound:
+                    bindings.append((name, value, own))
         return Ctx(callee, tuple(bindings), ctx.depth + 1)
+
+    def constant(self, name: str, ctx: Ctx) -> Const | None:
+        """The constant parameter ``name`` is bound to in ``ctx`` (an argument or a
+        default), if it is one."""
+        for _ in range(8):
+            bound = ctx.binding(name)
+            if bound is None:
+                return None
+            term, ctx = bound
+            if isinstance(term, Const):
+                return term
+            if not isinstance(term, Param):
+                return None
+            name = term.name
+        return None
+
+    def choices(self, term: Phi, ctx: Ctx) -> list[tuple[Guard, Term]]:
+        """The alternatives of ``term`` that can be taken in ``ctx``, each guard narrowed
+        by the constants its parameters are bound to there (:func:`guards.assume`)."""
+        if not ctx.bindings:
+            return list(term.alternatives)
+        out = []
+        for guard, alternative in term.alternatives:
+            narrowed = assume(guard, lambda name: self.constant(name, ctx))
+            if narrowed is not None:
+                out.append((narrowed, alternative))
+        return out
 
     def callers(self, function: Function) -> list[tuple[Function, Ctx]]:
         """Every call of ``function`` in the project, as the callee context it reads its
@@ -343,7 +379,7 @@ class Values:
         model = self.model
         if isinstance(term, Phi):
             out = []
-            for guard, alternative in term.alternatives:
+            for guard, alternative in self.choices(term, ctx):
                 for fact in self.space(alternative, ctx):
                     if consistent(guard, fact.guard):
                         out.append(
@@ -399,6 +435,38 @@ class Values:
             return (Space(NO_GUARD, named, f"the parameter `{bare}`", role, weak=True),)
         return ()
 
+    def translated_arguments(self, function: Function) -> list[tuple[Event, Term]]:
+        """What ``function`` hands to a full->SWA translation: the first argument of a
+        translator of the model, of a translating callable kept in a field or handed in,
+        and the argument of any call whose callee hands that parameter to one."""
+        known = self._handed.get(function.qual)
+        if known is not None:
+            return known
+        found: list[tuple[Event, Term]] = []
+        self._handed[function.qual] = found
+        ctx = Ctx(function)
+        for event in function.facts.events:
+            if event.kind != CALL or not isinstance(event.value, Call):
+                continue
+            call = event.value
+            func = call.func
+            translator = self.model.translator(func.name) if isinstance(func, Attr) else None
+            if translator is not None:
+                if translator.to == SWA and call.args:
+                    found.append((event, call.args[0]))
+                continue
+            callees = self.callees(call, ctx)
+            if not callees:
+                if call.args and any(f.space == SWA for f in self.translator_space(func, ctx)):
+                    found.append((event, call.args[0]))
+                continue
+            for callee, inner in callees:
+                for name in self.param_evidence(callee):
+                    bound = inner.binding(name)
+                    if bound is not None and bound[1] == ctx:
+                        found.append((event, bound[0]))
+        return found
+
     def param_evidence(self, function: Function) -> dict[str, Space]:
         """Spaces the function's own code shows its parameters in: a parameter handed
         to a full->SWA translation, or used to gather through the table, holds full-pool
@@ -408,21 +476,15 @@ class Values:
             return known
         found: dict[str, Space] = {}
         self._evidence[function.qual] = found
-        ctx = Ctx(function)
-        for event in function.facts.events:
-            if event.kind != CALL or not isinstance(event.value, Call):
-                continue
-            call = event.value
-            func = call.func
-            if not isinstance(func, Attr):
-                continue
-            translator = self.model.translator(func.name)
-            if translator is None or translator.to != SWA or not call.args:
-                continue
-            for _, alternative in alternatives(rows_root(call.args[0])):
+        written = _written_before(function.facts)
+        for event, argument in self.translated_arguments(function):
+            for _, alternative in alternatives(rows_root(argument)):
                 root = rows_root(alternative)
                 if not isinstance(root, Param) or root.name == function.self_param:
                     continue
+                first = written.get(root.name)
+                if first is not None and first < (event.stmt.line, event.stmt.col):
+                    continue  # a buffer the function fills, then translates in place
                 found.setdefault(
                     root.name,
                     Space(
@@ -433,6 +495,7 @@ class Values:
                         None,
                     ),
                 )
+        ctx = Ctx(function)
         for term in _gathers(function.facts):
             base, index = term.base, term.index
             root = view_root(index)
@@ -505,7 +568,9 @@ class Values:
                 return [(term.items[position], ctx)]
             return []
         if isinstance(term, Phi):
-            return [p for _, alt in term.alternatives for p in self.component(alt, position, ctx)]
+            return [
+                p for _, alt in self.choices(term, ctx) for p in self.component(alt, position, ctx)
+            ]
         if isinstance(term, Call):
             out = []
             for value, inner in self.returned(term, ctx):
@@ -564,8 +629,12 @@ class Values:
         elif isinstance(func, Lambda):
             return ()
         out: list[Space] = []
-        for value, inner in self.returned(term, ctx):
+        callees = self.returned(term, ctx)
+        for value, inner in callees:
             out += self.space(value, inner)
+        if not callees and isinstance(func, Attr | Param):
+            # a callable held in a field or handed in: what it translates into
+            out += self.translator_space(func, ctx)
         return tuple(out)
 
     def _launch_space(self, term: Call, ctx: Ctx) -> tuple[Space, ...]:
@@ -605,7 +674,9 @@ class Values:
             found = self.project.global_value(term.name)
             return self.kind(found[0], Ctx(found[1], depth=ctx.depth + 1)) if found else ()
         if isinstance(term, Phi):
-            return tuple(sorted({k for _, alt in term.alternatives for k in self.kind(alt, ctx)}))
+            return tuple(
+                sorted({k for _, alt in self.choices(term, ctx) for k in self.kind(alt, ctx)})
+            )
         if isinstance(term, Param):
             bound = ctx.binding(term.name)
             if bound is not None:
@@ -657,7 +728,7 @@ class Values:
         """:meth:`container_space` of each value ``term`` may be, with its guard."""
         if isinstance(term, Phi):
             out = []
-            for guard, alternative in term.alternatives:
+            for guard, alternative in self.choices(term, ctx):
                 space = self.container_space(alternative, ctx)
                 if space is not None:
                     out.append((guard, space))
@@ -671,14 +742,14 @@ class Values:
         if isinstance(term, Phi):
             return tuple(
                 Space(g | f.guard, f.space, f.why)
-                for g, alt in term.alternatives
+                for g, alt in self.choices(term, ctx)
                 for f in self.translator_space(alt, ctx)
             )
         if isinstance(term, Attr):
             translator = self.model.translator(term.name)
             if translator is not None and translator.to is not None:
                 return (Space(NO_GUARD, translator.to, f"`{render(term)}`"),)
-            return ()
+            return self._held_translator(term, ctx)
         if isinstance(term, Lambda):
             return tuple(f for f in self.space(term.body, ctx) if f.space in (FULL, SWA))
         if isinstance(term, Param):
@@ -687,6 +758,20 @@ class Values:
         if isinstance(term, Call) and term.func == Global("functools.partial") and term.args:
             return self.translator_space(term.args[0], ctx)
         return ()
+
+    def _held_translator(self, term: Attr, ctx: Ctx) -> tuple[Space, ...]:
+        """The space a callable kept in a field translates into: each value stored
+        there, a translator method taken as a value (``self._to_swa =
+        pool.translate_loc_from_full_to_swa``) or another such callable."""
+        if ctx.depth > MAX_DEPTH:
+            return ()
+        out: list[Space] = []
+        for cls in self.classes(term.base, ctx):
+            for store_fn, event in self.project.field_stores(cls, term.name):
+                if event.value is not None:
+                    inner = Ctx(store_fn, depth=ctx.depth + 1)
+                    out += self.translator_space(event.value, inner)
+        return _unique(out)
 
 
 def _translated(method: str, space: str) -> str:
@@ -720,15 +805,22 @@ def rows_root(term: Term) -> Term:
             return root
 
 
-def translated_terms(facts: FunctionFacts, model: Model) -> set[Term]:
-    """What the function hands to a full->SWA translation (the rows' tensors)."""
-    found: set[Term] = set()
+def _written_before(facts: FunctionFacts) -> dict[str, tuple[int, int]]:
+    """The statement where each parameter is first written into: filled in place, or
+    handed to a kernel launch (which writes the buffers it is handed). What such a parameter holds
+    when it is later translated is what the function wrote, not what it was handed."""
+    found: dict[str, tuple[int, int]] = {}
     for event in facts.events:
-        call = event.value
-        if event.kind == CALL and isinstance(call, Call) and isinstance(call.func, Attr):
-            translator = model.translator(call.func.name)
-            if translator is not None and translator.to == SWA and call.args:
-                found.add(rows_root(call.args[0]))
+        if event.kind == FILL:
+            written: list[Term] = [t for t in (event.before, event.target) if t is not None]
+        elif event.kind == CALL and event.how == "launch" and isinstance(event.value, Call):
+            written = [*event.value.args, *(v for _, v in event.value.kwargs)]
+        else:
+            continue
+        for term in written:
+            root = rows_root(term)
+            if isinstance(root, Param):
+                found.setdefault(root.name, (event.stmt.line, event.stmt.col))
     return found
 
 
