@@ -4,11 +4,21 @@ from __future__ import annotations
 
 from swacheck.config import Config
 from swacheck.rule import Invalid, Rule, Valid
-from swacheck.semantics.function import BIND, FILL, Span
-from swacheck.semantics.model import FULL, SWA, WRITE, location_triggers, model_for
-from swacheck.semantics.modes import outside_hybrid
+from swacheck.semantics.function import BIND, CALL, FILL, Span
+from swacheck.semantics.model import FULL, SWA, WRITE, Model, location_triggers, model_for
+from swacheck.semantics.modes import hybrid_polarity, outside_hybrid
 from swacheck.semantics.project import Function
-from swacheck.semantics.terms import Const, Local, alternatives, consistent
+from swacheck.semantics.terms import (
+    Attr,
+    Call,
+    Const,
+    Local,
+    Term,
+    alternatives,
+    consistent,
+    parts,
+    render,
+)
 from swacheck.semantics.unit import FileUnit
 from swacheck.semantics.uses import TRANSLATOR, Use, uses
 from swacheck.semantics.values import Ctx, Space, Values, rows_root, view_root
@@ -76,6 +86,10 @@ class SwaValueFromFullSide(Rule):
     hands to any of these makes the callers' arguments uses too. A value of unknown
     space that a test sends to the SWA half on one branch and to the full half on the
     other, while the value itself does not follow the test, is flagged at the SWA half.
+    So is an argument that is SWA ids on one path and full-pool ids on another in
+    hybrid-SWA mode, where the test that tells the paths apart is about neither the pool,
+    the layer nor the window (a speculative branch translated on the plain branch only).
+    A method of no known body handed `req_to_token` returns full-pool ids.
 
     It stays silent in a branch that runs only outside hybrid-SWA mode (`if not
     self.is_hybrid_swa:`, `if self._swa_kv_pool is None:`), where the two spaces are one,
@@ -106,6 +120,18 @@ class SwaValueFromFullSide(Rule):
     semantic = True
 
     VALID = [
+        # SWA pages for a sliding-window layer, full pages for the others: the test that
+        # tells the paths apart is the layer's
+        Valid(
+            """
+class Backend:
+    def pages(self, layer, forward_batch, bs):
+        pages = self.req_to_token[forward_batch.req_pool_indices[:bs]]
+        if layer.sliding_window_size > 0:
+            pages = self.token_to_kv_pool.translate_loc_from_full_to_swa(pages)
+        self.decode_kernel(pages)
+"""
+        ),
         # the pool is chosen by the same test as the location (SGLang's SWAKVPool)
         Valid(
             """
@@ -350,6 +376,23 @@ def warmup_inputs(self):
         ),
     ]
     INVALID = [
+        # translated on the plain branch only: the speculative branch's indices, computed
+        # from `req_to_token`, reach the same wrapper untranslated in hybrid mode
+        Invalid(
+            """
+class PrefillUpdater:
+    def call_begin_forward(self, wrapper, req_pool_indices, kv_indptr, spec_info, use_swa):
+        if spec_info is None:
+            kv_indices = torch.empty(kv_indptr[-1], dtype=torch.int32)
+            fill_kv_indices[(1,)](self.req_to_token, req_pool_indices, kv_indptr, kv_indices)
+            if use_swa:
+                kv_indices = self.pool.translate_loc_from_full_to_swa(kv_indices)
+        else:
+            kv_indices = spec_info.generate_attn_arg_prefill(req_pool_indices, self.req_to_token)
+        wrapper.begin_forward(kv_indptr, kv_indices)
+""",
+            line=11,
+        ),
         # the full locations handed to the SWA sub-allocator instead of their SWA slots
         Invalid(
             """
@@ -567,6 +610,66 @@ def load(self, forward_batch, n):
                     self._report(use, fact)
                 break
         self._conflicts(found, values, ctx, reported)
+        self._mixed(function, values, ctx, reported)
+
+    def _mixed(
+        self, function: Function, values: Values, ctx: Ctx, reported: set[tuple[int, str]]
+    ) -> None:
+        """An argument that is SWA ids on one path and full-pool ids on another, in
+        hybrid-SWA mode, where what tells the paths apart is no test of the pool or the
+        layer (a speculative branch, a capture branch): the consumer takes one space,
+        and one of the paths hands it the other."""
+        model = values.model
+        for event in function.facts.events:
+            call = event.value
+            if event.kind != CALL or not isinstance(call, Call) or _translates(call, model):
+                continue
+            named = [
+                (arg, written[0] if written else None, written[1] if written else event.span)
+                for arg, written in zip(
+                    call.args, (*event.names, *[None] * len(call.args)), strict=False
+                )
+            ] + [(value, keyword, event.span) for keyword, value in call.kwargs]
+            for arg, written, place in named:
+                choices = alternatives(arg)
+                if len(choices) < 2:
+                    continue
+                sides: dict[str, list[tuple[frozenset, Space]]] = {FULL: [], SWA: []}
+                for guard, value in choices:
+                    if not consistent(guard, event.guard):
+                        continue
+                    for fact in values.space(value, ctx):
+                        both = guard | fact.guard | event.guard
+                        if (
+                            fact.space in sides
+                            and not fact.weak
+                            and consistent(both)
+                            and not outside_hybrid(both, model)
+                        ):
+                            sides[fact.space].append((both, fact))
+                pair = next(
+                    (
+                        (swa, full)
+                        for swa in sides[SWA]
+                        for full in sides[FULL]
+                        if _told_apart_by_other_tests(swa[0], full[0], model)
+                    ),
+                    None,
+                )
+                what = f"`{written}`" if written else "an argument"
+                key = (place.line, what)
+                if pair is None or key in reported:
+                    continue
+                reported.add(key)
+                (_, swa_fact), (_, full_fact) = pair
+                self.report_span(
+                    place,
+                    f"{what} is handed to `{render(call.func)}` as SWA ids on one "
+                    f"path ({swa_fact.why}) and as full-pool ids on another "
+                    f"({full_fact.why}), in hybrid-SWA mode, where no test of the pool or "
+                    "the layer tells the paths apart: on one of them the consumer reads "
+                    "the wrong pool's slots; translate it on every path (I9)",
+                )
 
     def _conflicts(
         self, found: list[Use], values: Values, ctx: Ctx, reported: set[tuple[int, str]]
@@ -634,6 +737,34 @@ def load(self, forward_batch, n):
                 "(`translate_loc_from_full_to_swa`, the backend's translator) (I9)"
             )
         self.report_span(use.place, message)
+
+
+def _translates(call: Call, model: Model) -> bool:
+    func = call.func
+    return isinstance(func, Attr) and model.translator(func.name) is not None
+
+
+def _told_apart_by_other_tests(one: frozenset, other: frozenset, model: Model) -> bool:
+    """Whether the literals on which two paths disagree exist and none is a test of
+    the pool, the layer or the mode (a name of the SWA side, a mode flag)."""
+    polarity = dict(one)
+    split = [key for key, holds in other if polarity.get(key, holds) != holds]
+    return bool(split) and not any(_about_swa(key, model) for key in split)
+
+
+def _about_swa(key: Term, model: Model) -> bool:
+    if hybrid_polarity(key, model) is not None:
+        return True
+    stack = [key]
+    while stack:
+        term = stack.pop()
+        name = getattr(term, "name", None)
+        if isinstance(name, str) and (
+            model.is_swa_word(name) or model.is_mode_flag(name) or "window" in name
+        ):
+            return True
+        stack += parts(term)
+    return False
 
 
 def _translated_later(function: Function, use: Use, values: Values, ctx: Ctx) -> bool:

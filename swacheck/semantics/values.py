@@ -635,7 +635,19 @@ class Values:
         if not callees and isinstance(func, Attr | Param):
             # a callable held in a field or handed in: what it translates into
             out += self.translator_space(func, ctx)
+            if not out and isinstance(func, Attr) and func.name not in _METADATA:
+                out += self._computed_from_pages(term, ctx)
         return tuple(out)
+
+    def _computed_from_pages(self, call: Call, ctx: Ctx) -> tuple[Space, ...]:
+        """What a method of no known body computes from the request pages it is handed
+        (``spec_info.generate_attn_arg_prefill(..., self.req_to_token)``): full-pool
+        locations, as a kernel reading them writes (:meth:`_launch_space`)."""
+        for arg in (*call.args, *(v for _, v in call.kwargs)):
+            if any(f.space == FULL_TABLE for f in self.space(arg, ctx)):
+                name = call.func.name if isinstance(call.func, Attr) else "?"
+                return (Space(NO_GUARD, FULL, f"`{name}(...)` computed from `req_to_token` pages"),)
+        return ()
 
     def _launch_space(self, term: Call, ctx: Ctx) -> tuple[Space, ...]:
         """What a kernel launch writes into the buffers it is handed: SWA ids when it
