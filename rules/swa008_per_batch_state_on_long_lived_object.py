@@ -23,6 +23,7 @@ from swacheck.semantics.terms import (
     Const,
     Global,
     Mapping,
+    Op,
     Param,
     Seq,
     Slice,
@@ -72,6 +73,23 @@ class FileFacts:
     other_resets: set[str] = field(default_factory=set)
     # methods called with a lone ``None`` (``pool.set_swa_loc(None)``)
     none_calls: set[str] = field(default_factory=set)
+
+
+def _unset(event: Event, receiver: str, field: str) -> bool:
+    """Whether ``event`` runs only while ``self.<field>`` is unset (``is None`` or
+    falsy): a memo of the first value."""
+    own = Attr(Param(receiver), field)
+    for key, holds in event.guard:
+        if key == own and not holds:
+            return True
+        if (
+            holds
+            and isinstance(key, Op)
+            and key.op in ("is", "==")
+            and key.operands == (own, Const(None))
+        ):
+            return True
+    return False
 
 
 def _is_self(node: cst.BaseExpression) -> bool:
@@ -343,6 +361,11 @@ class PerBatchStateOnLongLivedObject(Rule):
     listed in the finding's notes. A read in the assigning function itself does not
     count.
 
+    A batch's locations (a value of one pool's space computed from what the call is
+    handed) stored into a field only while the field is unset (`if self.x is None:
+    self.x = translate(forward_batch.out_cache_loc)`) is flagged under any name: the
+    first batch's locations serve every later one.
+
     ## Why is this bad?
     Per-batch state must travel with the batch (invariant I8). A setter called only
     when the current batch has a value (`if forward_batch.out_cache_loc_swa is not
@@ -366,6 +389,16 @@ class PerBatchStateOnLongLivedObject(Rule):
     origin = "SGLang PR #24138 review (and PR #25824, which removed set_swa_loc)"
 
     VALID = [
+        # a buffer allocated on first use, sized from the batch: no locations kept
+        Valid(
+            """
+class Backend:
+    def init_forward_metadata(self, forward_batch):
+        if self.scratch is None:
+            self.scratch = torch.zeros(forward_batch.batch_size, dtype=torch.int32)
+        self.scratch.fill_(0)
+"""
+        ),
         # The state travels with the batch.
         Valid(
             """
@@ -522,6 +555,19 @@ class Backend:
         ),
     ]
     INVALID = [
+        # the batch's SWA write locations translated only while the field is unset
+        Invalid(
+            """
+class Backend:
+    def init_forward_metadata(self, forward_batch):
+        if self.use_sliding_window_kv_pool:
+            if self.write_targets is None:
+                self.write_targets = self.pool.translate_loc_from_full_to_swa(
+                    forward_batch.out_cache_loc
+                )
+""",
+            line=6,
+        ),
         # The #24138 shape: pool in one file, the per-batch caller in another.
         Invalid(
             """
@@ -691,7 +737,22 @@ class HybridBackend:
             ctx = Ctx(function)
             for event in function.facts.events:
                 field = _own_field(event, receiver)
-                if field is None or event.value is None or model.swa_role(field) is not None:
+                if field is None or event.value is None:
+                    continue
+                if event.kind == BIND and _unset(event, receiver, field):
+                    if _reads(event.value, params) and any(
+                        f.space in (FULL, SWA, EITHER) and not f.weak
+                        for f in values.space(event.value, ctx)
+                    ):
+                        self.report_span(
+                            event.stmt,
+                            f"`{event.text or field}` is computed from the batch only while "
+                            f"it is unset: the first batch's KV locations stay on the "
+                            f"long-lived `{cls.facts.name}` and every later batch uses "
+                            "them; compute them for each batch (I8)",
+                        )
+                    continue
+                if model.swa_role(field) is not None:
                     continue
                 if event.kind == FILL and not _is_dict(unit.project, cls, field):
                     continue
