@@ -485,6 +485,24 @@ class Runner:
         ),
     ]
     INVALID = [
+        # the padding branch zeroes only the live rows of the SWA buffer (overwritten
+        # next anyway): its tail keeps an earlier batch's slots
+        Invalid(
+            """
+class Runner:
+    def __init__(self, n):
+        self.out_cache_loc = torch.zeros(n, dtype=torch.int64)
+        self.out_cache_loc_swa = torch.zeros(n, dtype=torch.int64)
+
+    def replay_prepare(self, forward_batch, raw_num_tokens, num_tokens):
+        if num_tokens != raw_num_tokens:
+            self.out_cache_loc.zero_()
+            self.out_cache_loc_swa[:raw_num_tokens].zero_()
+        self.out_cache_loc[:raw_num_tokens].copy_(forward_batch.out_cache_loc)
+        self.out_cache_loc_swa[:raw_num_tokens].copy_(forward_batch.out_cache_loc_swa)
+""",
+            line=8,
+        ),
         # vLLM: a Python scatter through the padded slot mapping, not clamped: its -1
         # padding (PAD_SLOT_ID) wraps to the last block.
         Invalid(

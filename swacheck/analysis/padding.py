@@ -272,6 +272,19 @@ def is_not_none_test(test: cst.BaseExpression) -> cst.BaseExpression | None:
     return None
 
 
+def _live_rows(expr: cst.BaseExpression) -> bool:
+    """``buf[:n]``: a prefix of the rows, which zeroing leaves the tail of as it was."""
+    if not isinstance(expr, cst.Subscript) or not expr.slice:
+        return False
+    index = expr.slice[0].slice
+    return (
+        isinstance(index, cst.Slice)
+        and index.upper is not None
+        and index.step is None
+        and (index.lower is None or is_zero(index.lower))
+    )
+
+
 class _WriteCollector(cst.CSTVisitor):
     def __init__(self) -> None:
         self.writes: list[BufferWrite] = []
@@ -307,7 +320,7 @@ class _WriteCollector(cst.CSTVisitor):
             return
         if func.attr.value in _RESET_METHODS:
             buffer = _buffer_of(func.value)
-            if buffer is not None:
+            if buffer is not None and not _live_rows(func.value):
                 zero = func.attr.value == "zero_" or (
                     len(node.args) == 1 and is_zero(node.args[0].value)
                 )
@@ -322,7 +335,7 @@ class _WriteCollector(cst.CSTVisitor):
     ) -> None:
         if isinstance(target, cst.Subscript):
             buffer = _buffer_of(target)
-            if buffer is not None:
+            if buffer is not None and not (is_zero(value) and _live_rows(target)):
                 zero = is_zero(value)
                 self.writes.append(
                     BufferWrite(buffer.value, buffer.attr.value, node, "store", zero, self._guard)
