@@ -132,3 +132,40 @@ def test_readmes_configuration_example_is_a_valid_configuration() -> None:
 )
 def test_a_files_engine_is_the_package_folder_nearest_it(path: str, engine: str) -> None:
     assert engine_of(path) == engine
+
+
+VLLM_BUILDER = """
+import torch
+
+
+class CPUMetadataBuilder:
+    def build(self, common_attn_metadata, query_start_loc, block_size):
+        block_table_tensor = common_attn_metadata.block_table_tensor
+        slot_mapping = common_attn_metadata.slot_mapping.to({dtype})
+        torch.ops._C.compute_slot_mapping_kernel_impl(
+            query_start_loc, common_attn_metadata.positions, block_table_tensor,
+            slot_mapping, block_size,
+        )
+"""
+
+
+@pytest.mark.parametrize(
+    ("dtype", "found"),
+    [
+        ("block_table_tensor.dtype", True),  # the block table's int32 (vLLM's [dtypes])
+        ("torch.int32", True),
+        ("torch.int64", False),
+    ],
+)
+def test_vllms_cache_kernels_take_int64_slots(
+    swacheck_at, tmp_path: Path, dtype: str, found: bool
+) -> None:
+    """The vLLM model's sinks: a slot mapping handed to a cache kernel of vLLM's csrc in
+    another dtype than int64, whether cast literally or to another tensor's dtype."""
+    (tmp_path / ".git").mkdir()
+    package = tmp_path / "vllm"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "cpu_attn.py").write_text(VLLM_BUILDER.format(dtype=dtype))
+    out = swacheck_at(tmp_path)("audit", "--no-cache", "--select", "SWA002", ".", check_rc=None)
+    assert ("cpu_attn.py:8:" in out.stdout and "torch.int64" in out.stdout) == found, out.stdout
