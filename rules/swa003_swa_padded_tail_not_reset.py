@@ -485,6 +485,18 @@ class Runner:
         ),
     ]
     INVALID = [
+        # a padding helper that appends uninitialised rows, used for the SWA locations
+        Invalid(
+            """
+class ForwardBatch:
+    def _pad(self, tensor, size):
+        return torch.cat([tensor, tensor.new_empty(size - tensor.shape[0])], dim=0)
+
+    def pad_inputs(self, num_tokens):
+        self.out_cache_loc_swa = self._pad(self.out_cache_loc_swa, num_tokens)
+""",
+            line=7,
+        ),
         # the padding branch zeroes only the live rows of the SWA buffer (overwritten
         # next anyway): its tail keeps an earlier batch's slots
         Invalid(
@@ -1205,9 +1217,13 @@ class Runner:
         self, unit: FileUnit, function: Function, ctx: Ctx, reported: set[tuple[int, int]]
     ) -> None:
         values = unit.values
-        sinks = [(use.value, use.where) for use in role_uses(function, values) if use.role == WRITE]
+        sinks = [
+            (use.value, use.where, use.place)
+            for use in role_uses(function, values)
+            if use.role == WRITE
+        ]
         sinks += [
-            (event.value, f"`{event.text}`")
+            (event.value, f"`{event.text}`", event.span)
             for event in function.facts.events
             if event.kind == FILL
             and event.value is not None
@@ -1217,13 +1233,20 @@ class Runner:
             words(p) & _ID_WORDS for p in function.facts.params
         ):
             # a padding helper of locations (``pad_with_sink(ids, n)``)
-            sinks.append((function.facts.returns, f"the result of `{function.facts.name}()`"))
-        for value, where in sinks:
+            sinks.append(
+                (
+                    function.facts.returns,
+                    f"the result of `{function.facts.name}()`",
+                    function.facts.span,
+                )
+            )
+        for value, where, place in sinks:
             allocation = uninitialised(value, ctx, values)
             if allocation is None:
                 continue
+            # at the allocation where it is this function's, else where the value lands
             event = decider(function, allocation)
-            span = event.span if event is not None else function.facts.span
+            span = event.span if event is not None else place
             if (span.line, span.col) in reported:
                 continue
             reported.add((span.line, span.col))

@@ -24,6 +24,7 @@ from swacheck.semantics.terms import (
     Op,
     Param,
     Phi,
+    Seq,
     Slice,
     Term,
 )
@@ -63,6 +64,14 @@ def uninitialised(
         short = name.rsplit(".", 1)[-1]
         if short in _UNINITIALISED:
             return term if prefix else None
+        if short in ("cat", "concat", "concatenate") and term.args:
+            # the rows after the first part are what was appended: padding
+            parts = term.args[0].items if isinstance(term.args[0], Seq) else ()
+            for part in parts[1:]:
+                found = uninitialised(part, ctx, values, depth + 1, prefix=True)
+                if found is not None:
+                    return found
+            return None
         if isinstance(func, Attr) and short in _KEEPS:
             return uninitialised(func.base, ctx, values, depth + 1, prefix)
         for callee, inner in values.callees(term, ctx):
