@@ -224,9 +224,13 @@ class Model:
             *(c.split(".", 1)[0] for c in self.space_constants),
             *self.locations,
         }
+        # whole names only: ``space`` (a translator's method) is no reason to execute
+        # every function whose text says "namespace"
         return re.compile(
             r"(?<![A-Za-z0-9])swa(?![a-z0-9])|_swa|SWA|sliding_window|window_kv|full_to_swa|"
+            r"(?<![A-Za-z0-9_])(?:"
             + "|".join(re.escape(n) for n in sorted(names) if len(n) > 4)
+            + r")(?![A-Za-z0-9_])"
         )
 
     def is_neutral(self, name: str) -> bool:
