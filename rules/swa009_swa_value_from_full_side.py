@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from swacheck.config import Config
 from swacheck.rule import Invalid, Rule, Valid
-from swacheck.semantics.function import BIND, CALL, FILL, Span
+from swacheck.semantics.function import BIND, CALL, FILL, RETURN, Span
 from swacheck.semantics.model import FULL, SWA, WRITE, Model, location_triggers, model_for
 from swacheck.semantics.modes import hybrid_polarity, outside_hybrid
 from swacheck.semantics.project import Function
@@ -120,6 +120,18 @@ class SwaValueFromFullSide(Rule):
     semantic = True
 
     VALID = [
+        # the same through the SWA sub-allocator: its own physical ids
+        Valid(
+            """
+class UnifiedHybridAllocator:
+    def __init__(self, full, swa):
+        self.full_attn_allocator = full
+        self.swa_attn_allocator = swa
+
+    def translate_loc_from_full_to_swa(self, kv_indices, out=None):
+        return self.swa_attn_allocator.translate_kv_loc(kv_indices, out=out)
+"""
+        ),
         # SWA pages for a sliding-window layer, full pages for the others: the test that
         # tells the paths apart is the layer's
         Valid(
@@ -376,6 +388,19 @@ def warmup_inputs(self):
         ),
     ]
     INVALID = [
+        # the unified allocator's SWA translation resolved through the full sub-allocator
+        Invalid(
+            """
+class UnifiedHybridAllocator:
+    def __init__(self, full, swa):
+        self.full_attn_allocator = full
+        self.swa_attn_allocator = swa
+
+    def translate_loc_from_full_to_swa(self, kv_indices, out=None):
+        return self.full_attn_allocator.translate_kv_loc(kv_indices, out=out)
+""",
+            line=8,
+        ),
         # translated on the plain branch only: the speculative branch's indices, computed
         # from `req_to_token`, reach the same wrapper untranslated in hybrid mode
         Invalid(
@@ -611,6 +636,31 @@ def load(self, forward_batch, n):
                 break
         self._conflicts(found, values, ctx, reported)
         self._mixed(function, values, ctx, reported)
+        self._translator_result(function, values, ctx, reported)
+
+    def _translator_result(
+        self, function: Function, values: Values, ctx: Ctx, reported: set[tuple[int, str]]
+    ) -> None:
+        """The body of a full->SWA translator of the model returning full-pool ids."""
+        translator = values.model.translators.get(function.facts.name)
+        if translator is None or translator.to != SWA:
+            return
+        for event in function.facts.events:
+            if event.kind != RETURN or event.value is None:
+                continue
+            for fact in values.space(event.value, ctx):
+                if fact.space != FULL or fact.weak or outside_hybrid(fact.guard, values.model):
+                    continue
+                key = (event.span.line, "return")
+                if key not in reported:
+                    reported.add(key)
+                    self.report_span(
+                        event.span,
+                        f"`{function.facts.name}` translates into the SWA side but returns "
+                        f"{fact.why}, a full-pool value: every caller hands SWA layers "
+                        "full-pool slot numbers; return the SWA sub-pool's ids (I9)",
+                    )
+                break
 
     def _mixed(
         self, function: Function, values: Values, ctx: Ctx, reported: set[tuple[int, str]]

@@ -35,6 +35,7 @@ ENTRIES: dict[str, dict[str, _Field]] = {
         "kind-position": ("int", False, None),
         "default": ("str", False, SPACES),
         "role": ("str", False, ROLES),
+        "of-receiver": ("bool", False, None),
     },
     "fills": {
         "method": ("str", True, None),

@@ -65,6 +65,9 @@ class Translator:
     kind_position: int = -1
     default: str | None = None
     role: str | None = None
+    # The ids of the sub-pool it is called on (``swa_attn_allocator.translate_kv_loc``),
+    # where the receiver names one; ``to`` elsewhere.
+    of_receiver: bool = False
 
     def space(self, kind: str | None) -> str | None:
         return self.to if self.to is not None else (kind or self.default)
@@ -324,6 +327,7 @@ def _load(files: Iterable[Mapping[str, Any]], config: Any) -> Model:
                 entry.get("kind-position", -1),
                 entry.get("default"),
                 entry.get("role"),
+                entry.get("of-receiver", False),
             )
         for entry in data.get("fills", []):
             fills[entry["method"]] = BufferFill(

@@ -598,6 +598,8 @@ class Values:
             translator = model.translator(method)
             if translator is not None:
                 space = translator.space(self._kind_argument(term, translator, ctx))
+                if translator.of_receiver:
+                    space = self.container_space(func.base, ctx) or space
                 if space is None:
                     return ()
                 return (Space(NO_GUARD, space, _translated(method, space), translator.role),)
