@@ -49,6 +49,7 @@ from swacheck.semantics.terms import (
     Filled,
     Global,
     Index,
+    Local,
     Op,
     Param,
     Seq,
@@ -59,7 +60,7 @@ from swacheck.semantics.terms import (
 )
 from swacheck.semantics.unit import FileUnit
 from swacheck.semantics.uses import role_uses
-from swacheck.semantics.values import Ctx
+from swacheck.semantics.values import Ctx, rows_root
 from swacheck.triggers import Trigger, all_of, word
 
 if TYPE_CHECKING:
@@ -154,6 +155,12 @@ class SwaPaddedTailNotReset(Rule):
       slots of other requests. Followed through views, casts and the functions that
       return it; reported at the allocation.
 
+    **A sentinel write whose result is dropped.** An out-of-place method with an in-place
+    twin (`slots.masked_fill(~mask, PAD)`, `clamp`, `index_fill`, `scatter`) as a statement
+    of its own, on a location: the locations keep what they held. Padding appended to a
+    location by `torch.cat` from an uninitialised allocation (`new_empty`) is reported
+    like a buffer allocated uninitialised, where the value lands.
+
     ## Why is this bad?
     Padded slots of a replayed graph still run attention and still write K/V through the
     location buffers. Reset to 0, a padded token writes only to the sentinel slot; left
@@ -190,6 +197,16 @@ class SwaPaddedTailNotReset(Rule):
     )
 
     VALID = [
+        # the same in place, and out of place with its result kept
+        Valid(
+            """
+def gathered_slots(slot_mapping, gather_idx, keep):
+    slots = slot_mapping[gather_idx]
+    slots.masked_fill_(~keep, 0)
+    clamped = slots.clamp(min=0)
+    return slots, clamped
+"""
+        ),
         # vLLM: the slot mapping clamped before the Python scatter, and its padded tail
         # reset after either branch.
         Valid(
@@ -485,6 +502,16 @@ class Runner:
         ),
     ]
     INVALID = [
+        # the padding mask applied out of place, its result dropped
+        Invalid(
+            """
+def gathered_slots(slot_mapping, gather_idx, keep):
+    slots = slot_mapping[gather_idx]
+    slots.masked_fill(~keep, 0)
+    return slots
+""",
+            line=4,
+        ),
         # a padding helper that appends uninitialised rows, used for the SWA locations
         Invalid(
             """
@@ -1146,6 +1173,7 @@ class Runner:
                         f"request's SWA KV; pad with {sentinel} (I12)",
                     )
             self._uninitialised(unit, function, ctx, reported)
+            self._discarded(unit, function, reported)
             self._one_path(unit, function, reported)
             if unit.model.clamp_before_indexing:
                 self._wrapping(unit, function, reported)
@@ -1211,6 +1239,36 @@ class Runner:
                 f"{sentinel}: Python indexing wraps {sentinel} to the last slot, so padded "
                 f"tokens overwrite a live block; clamp first (`{raw}.clamp_min(0)` sends "
                 "them to the null block) (I12)",
+            )
+
+    def _discarded(
+        self, unit: FileUnit, function: Function, reported: set[tuple[int, int]]
+    ) -> None:
+        """An out-of-place sentinel write whose result is dropped (the whole statement is
+        the call): the locations keep the slots it was to overwrite."""
+        for event in function.facts.events:
+            call = event.value
+            if event.kind != CALL or event.stmt != event.span or not isinstance(call, Call):
+                continue
+            func = call.func
+            if not isinstance(func, Attr) or func.name not in _OUT_OF_PLACE:
+                continue
+            root = rows_root(func.base)
+            while isinstance(root, Filled):  # what was written into it before
+                root = rows_root(root.base)
+            name = root.name if isinstance(root, Attr | Local | Param) else ""
+            name = name.lstrip("_")
+            if unit.model.location_role(name) is None and not unit.model.is_location_name(name):
+                continue
+            written = render(root)
+            if (event.span.line, event.span.col) in reported:
+                continue
+            reported.add((event.span.line, event.span.col))
+            self.report_span(
+                event.span,
+                f"the result of `{written}.{func.name}(...)` is dropped: out of place, it "
+                f"leaves `{written}` as it was, so the padded rows keep live slots and "
+                f"padded tokens write their K/V there; use `{func.name}_` (I4)",
             )
 
     def _uninitialised(
@@ -1612,6 +1670,12 @@ def _padded(term: Term, unit: FileUnit, ctx: Ctx, depth: int = 0) -> bool:
             if bound is not None and _padded(bound[0], unit, bound[1], depth + 1):
                 return True
     return False
+
+
+# Out-of-place tensor methods with an in-place twin: a statement of one alone does nothing.
+_OUT_OF_PLACE = frozenset(
+    {"masked_fill", "index_fill", "masked_scatter", "index_put", "scatter", "clamp", "clamp_min"}
+)
 
 
 def _tail_written(term: Term) -> bool:
