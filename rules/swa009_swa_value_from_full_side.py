@@ -5,7 +5,15 @@ from __future__ import annotations
 from swacheck.config import Config
 from swacheck.rule import Invalid, Rule, Valid
 from swacheck.semantics.function import BIND, CALL, FILL, RETURN, Span
-from swacheck.semantics.model import FULL, SWA, WRITE, Model, location_triggers, model_for
+from swacheck.semantics.model import (
+    FULL,
+    SWA,
+    WRITE,
+    Model,
+    location_triggers,
+    model_for,
+    words,
+)
 from swacheck.semantics.modes import hybrid_polarity, outside_hybrid
 from swacheck.semantics.project import Function
 from swacheck.semantics.terms import (
@@ -120,6 +128,17 @@ class SwaValueFromFullSide(Rule):
     semantic = True
 
     VALID = [
+        # the layer decides the pool, and so the ids (SGLang's SWAKVPool)
+        Valid(
+            """
+class HybridPool:
+    def store(self, layer_id, forward_batch, k, v):
+        loc = forward_batch.out_cache_loc
+        if self.layers_mapping[layer_id][1]:
+            loc = self.translate_loc_from_full_to_swa(loc)
+        self.write_kv(layer_id, loc, k, v)
+"""
+        ),
         # the same through the SWA sub-allocator: its own physical ids
         Valid(
             """
@@ -388,6 +407,18 @@ def warmup_inputs(self):
         ),
     ]
     INVALID = [
+        # translated only outside capture: the captured graph bakes in full-pool ids
+        Invalid(
+            """
+class Backend:
+    def init_forward_metadata(self, forward_batch, in_capture):
+        loc = forward_batch.out_cache_loc
+        if not in_capture:
+            loc = self.token_to_kv_pool.translate_loc_from_full_to_swa(loc)
+        self.write_swa_kv(loc)
+""",
+            line=7,
+        ),
         # the unified allocator's SWA translation resolved through the full sub-allocator
         Invalid(
             """
@@ -802,6 +833,11 @@ def _told_apart_by_other_tests(one: frozenset, other: frozenset, model: Model) -
     return bool(split) and not any(_about_swa(key, model) for key in split)
 
 
+# Words of a test that tells the pool or the layer apart: paths it separates may rightly
+# hand one consumer either side's ids (``layers_mapping[layer_id]``, ``is_hybrid``).
+_POOL_TEST_WORDS = frozenset({"window", "layer", "layers", "hybrid", "pool", "local"})
+
+
 def _about_swa(key: Term, model: Model) -> bool:
     if hybrid_polarity(key, model) is not None:
         return True
@@ -810,7 +846,9 @@ def _about_swa(key: Term, model: Model) -> bool:
         term = stack.pop()
         name = getattr(term, "name", None)
         if isinstance(name, str) and (
-            model.is_swa_word(name) or model.is_mode_flag(name) or "window" in name
+            model.is_swa_word(name)
+            or model.is_mode_flag(name)
+            or words(name.rsplit(".", 1)[-1]) & _POOL_TEST_WORDS
         ):
             return True
         stack += parts(term)
