@@ -522,7 +522,7 @@ class ForwardBatch:
     def pad_inputs(self, num_tokens):
         self.out_cache_loc_swa = self._pad(self.out_cache_loc_swa, num_tokens)
 """,
-            line=7,
+            line=4,
         ),
         # the padding branch zeroes only the live rows of the SWA buffer (overwritten
         # next anyway): its tail keeps an earlier batch's slots
@@ -1302,9 +1302,14 @@ class Runner:
             allocation = uninitialised(value, ctx, values)
             if allocation is None:
                 continue
-            # at the allocation where it is this function's, else where the value lands
-            event = decider(function, allocation)
+            # at the allocation (the fix's place) where this file makes it, else where the
+            # value lands
+            event = decider(function, allocation) or next(
+                (e for f in unit.functions() if (e := decider(f, allocation)) is not None), None
+            )
             span = event.span if event is not None else place
+            if event is not None and event.span.line != place.line:
+                where = f"{where} (line {place.line})"
             if (span.line, span.col) in reported:
                 continue
             reported.add((span.line, span.col))

@@ -417,7 +417,7 @@ class Backend:
             loc = self.token_to_kv_pool.translate_loc_from_full_to_swa(loc)
         self.write_swa_kv(loc)
 """,
-            line=7,
+            line=4,
         ),
         # the unified allocator's SWA translation resolved through the full sub-allocator
         Invalid(
@@ -447,7 +447,7 @@ class PrefillUpdater:
             kv_indices = spec_info.generate_attn_arg_prefill(req_pool_indices, self.req_to_token)
         wrapper.begin_forward(kv_indptr, kv_indices)
 """,
-            line=11,
+            line=10,
         ),
         # the full locations handed to the SWA sub-allocator instead of their SWA slots
         Invalid(
@@ -715,7 +715,7 @@ def load(self, forward_batch, n):
                 choices = alternatives(arg)
                 if len(choices) < 2:
                     continue
-                sides: dict[str, list[tuple[frozenset, Space]]] = {FULL: [], SWA: []}
+                sides: dict[str, list[tuple[frozenset, Space, Term]]] = {FULL: [], SWA: []}
                 for guard, value in choices:
                     if not consistent(guard, event.guard):
                         continue
@@ -727,7 +727,7 @@ def load(self, forward_batch, n):
                             and consistent(both)
                             and not outside_hybrid(both, model)
                         ):
-                            sides[fact.space].append((both, fact))
+                            sides[fact.space].append((both, fact, value))
                 pair = next(
                     (
                         (swa, full)
@@ -738,18 +738,30 @@ def load(self, forward_batch, n):
                     None,
                 )
                 what = f"`{written}`" if written else "an argument"
-                key = (place.line, what)
-                if pair is None or key in reported:
+                if pair is None:
+                    continue
+                (_, swa_fact, _), (_, full_fact, full_value) = pair
+                # where the path that lacks the translation binds the value: the fix's place
+                bound = next(
+                    (
+                        e
+                        for e in function.facts.events
+                        if e.kind == BIND and e.value == full_value and isinstance(e.target, Local)
+                    ),
+                    None,
+                )
+                at = bound.span if bound is not None else place
+                key = (at.line, what)
+                if key in reported:
                     continue
                 reported.add(key)
-                (_, swa_fact), (_, full_fact) = pair
                 self.report_span(
-                    place,
-                    f"{what} is handed to `{render(call.func)}` as SWA ids on one "
-                    f"path ({swa_fact.why}) and as full-pool ids on another "
+                    at,
+                    f"{what} is handed to `{render(call.func)}` (line {place.line}) as SWA "
+                    f"ids on one path ({swa_fact.why}) and as full-pool ids on this one "
                     f"({full_fact.why}), in hybrid-SWA mode, where no test of the pool or "
-                    "the layer tells the paths apart: on one of them the consumer reads "
-                    "the wrong pool's slots; translate it on every path (I9)",
+                    "the layer tells the paths apart: on this path the consumer reads the "
+                    "wrong pool's slots; translate it on every path (I9)",
                 )
 
     def _conflicts(
