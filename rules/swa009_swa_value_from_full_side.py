@@ -128,6 +128,15 @@ class SwaValueFromFullSide(Rule):
     semantic = True
 
     VALID = [
+        # a helper of unknown body handed both the pages and the full->SWA table
+        Valid(
+            """
+class Backend:
+    def init_forward_metadata(self, forward_batch, metadata, bs):
+        pages = self.builder.window_pages(self.req_to_token, self.full_to_swa_index_mapping, bs)
+        metadata.swa_page_table = pages
+"""
+        ),
         # the layer decides the pool, and so the ids (SGLang's SWAKVPool)
         Valid(
             """

@@ -638,21 +638,13 @@ class Values:
             # a callable held in a field or handed in: what it translates into
             out += self.translator_space(func, ctx)
             if not out and isinstance(func, Attr) and func.name not in _METADATA:
-                out += self._computed_from_pages(term, ctx)
+                # a method of no known body, from what it is handed
+                # (``spec_info.generate_attn_arg_prefill(..., self.req_to_token)``)
+                out += self._launch_space(term, ctx, f"`{func.name}(...)`")
         return tuple(out)
 
-    def _computed_from_pages(self, call: Call, ctx: Ctx) -> tuple[Space, ...]:
-        """What a method of no known body computes from the request pages it is handed
-        (``spec_info.generate_attn_arg_prefill(..., self.req_to_token)``): full-pool
-        locations, as a kernel reading them writes (:meth:`_launch_space`)."""
-        for arg in (*call.args, *(v for _, v in call.kwargs)):
-            if any(f.space == FULL_TABLE for f in self.space(arg, ctx)):
-                name = call.func.name if isinstance(call.func, Attr) else "?"
-                return (Space(NO_GUARD, FULL, f"`{name}(...)` computed from `req_to_token` pages"),)
-        return ()
-
-    def _launch_space(self, term: Call, ctx: Ctx) -> tuple[Space, ...]:
-        """What a kernel launch writes into the buffers it is handed: SWA ids when it
+    def _launch_space(self, term: Call, ctx: Ctx, who: str = "a kernel") -> tuple[Space, ...]:
+        """What a kernel launch (``who``) writes into the buffers it is handed: SWA ids when it
         is handed the full->SWA table or a translator, full ids when it reads request
         pages without either."""
         spaces = [
@@ -661,9 +653,9 @@ class Values:
             for f in self.space(arg, ctx)
         ]
         if TABLE in spaces:
-            return (Space(NO_GUARD, SWA, "a kernel handed the full->SWA table"),)
+            return (Space(NO_GUARD, SWA, f"{who} handed the full->SWA table"),)
         if FULL_TABLE in spaces:
-            return (Space(NO_GUARD, FULL, "a kernel reading `req_to_token` pages"),)
+            return (Space(NO_GUARD, FULL, f"{who} reading `req_to_token` pages"),)
         return ()
 
     def _kind_argument(self, call: Call, entry: object, ctx: Ctx) -> str | None:
