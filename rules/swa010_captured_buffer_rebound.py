@@ -20,6 +20,7 @@ from swacheck.analysis.graph_buffers import (
 )
 from swacheck.config import Config
 from swacheck.rule import Invalid, Rule, Valid
+from swacheck.semantics.dtypes import decider
 from swacheck.semantics.function import BIND, FILL, RETURN, Event
 from swacheck.semantics.model import all_models, words
 from swacheck.semantics.terms import (
@@ -293,6 +294,21 @@ class FlashAttentionBackend:
 """,
             line=9,
         ),
+        # The same through a local, published later: reported where the copy is made.
+        Invalid(
+            """
+from dataclasses import replace
+
+
+class TRTLLMBackend:
+    def init_forward_metadata_replay_cuda_graph(self, bs, forward_batch):
+        captured = self.decode_cuda_graph_metadata[bs]
+        metadata = replace(captured, swa_page_table=self._alloc_swa_page_table(bs))
+        metadata.swa_page_table.copy_(self.translate(captured.page_table))
+        self.forward_metadata = metadata
+""",
+            line=8,
+        ),
         # The backend's graph buffer rebound to the translation in the replay path.
         Invalid(
             """
@@ -482,12 +498,24 @@ class CudaGraphBufferRegistry:
                     and _kept(event.target, function.self_param)
                     and _replaced(value)
                 ):
+                    # at the copy where it is made apart from where it is kept
+                    made = next(
+                        (
+                            e
+                            for _, copy in alternatives(value)
+                            if (e := decider(function, copy)) is not None
+                        ),
+                        None,
+                    )
+                    kept = f" (kept at line {event.span.line})"
+                    moved = made is not None and made.span.line != event.span.line
                     self.report_span(
-                        event.span,
+                        made.span if moved and made is not None else event.span,
                         f"`{event.text}` is replaced on a replay path by a copy of captured "
-                        "metadata: the captured graph keeps reading the tensors of the "
-                        "object it captured, so what the copy changes never reaches the "
-                        "replay; fill the captured object's tensors in place (I10)",
+                        f"metadata{kept if moved else ''}: the captured graph keeps reading "
+                        "the tensors of the object it captured, so what the copy changes "
+                        "never reaches the replay; fill the captured object's tensors in "
+                        "place (I10)",
                     )
 
     @classmethod
