@@ -15,6 +15,7 @@ from swacheck.analysis.walk import walk
 from swacheck.config import DEFAULT_SWA_LOC_PATTERN, Config
 from swacheck.rule import Invalid, Rule, Valid
 from swacheck.semantics.function import BIND, CALL, DELETE, FILL, RETURN, Event
+from swacheck.semantics.guards import is_none_test
 from swacheck.semantics.model import FULL, SWA, all_models, location_triggers, words
 from swacheck.semantics.project import Class, Function, Project
 from swacheck.semantics.terms import (
@@ -23,7 +24,6 @@ from swacheck.semantics.terms import (
     Const,
     Global,
     Mapping,
-    Op,
     Param,
     Seq,
     Slice,
@@ -79,17 +79,10 @@ def _unset(event: Event, receiver: str, field: str) -> bool:
     """Whether ``event`` runs only while ``self.<field>`` is unset (``is None`` or
     falsy): a memo of the first value."""
     own = Attr(Param(receiver), field)
-    for key, holds in event.guard:
-        if key == own and not holds:
-            return True
-        if (
-            holds
-            and isinstance(key, Op)
-            and key.op in ("is", "==")
-            and key.operands == (own, Const(None))
-        ):
-            return True
-    return False
+    return any(
+        (key == own and not holds) or (holds and is_none_test(key) == own)
+        for key, holds in event.guard
+    )
 
 
 def _is_self(node: cst.BaseExpression) -> bool:

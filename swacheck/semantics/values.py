@@ -175,7 +175,7 @@ class Values:
         self._memo: dict[tuple[str, Term, Ctx], object] = {}
         self._active: set[tuple[str, Term, Ctx]] = set()
         self._evidence: dict[str, dict[str, Space]] = {}
-        self._handed: dict[str, list[Term]] = {}
+        self._handed: dict[str, list[tuple[Event, Term]]] = {}
 
     def ctx(self, function: Function) -> Ctx:
         return Ctx(function)
@@ -744,7 +744,13 @@ class Values:
 
     def translator_space(self, term: Term, ctx: Ctx) -> tuple[Space, ...]:
         """The space a callable translates into (a translator method taken as a value,
-        a ``lambda`` whose body translates, ``functools.partial`` of one)."""
+        a ``lambda`` whose body translates, ``functools.partial`` of one, a callable
+        kept in a field)."""
+        return self._memoised(
+            "translator", term, ctx, lambda: self._translator_space(term, ctx), ()
+        )
+
+    def _translator_space(self, term: Term, ctx: Ctx) -> tuple[Space, ...]:
         if isinstance(term, Phi):
             return tuple(
                 Space(g | f.guard, f.space, f.why)
@@ -769,8 +775,6 @@ class Values:
         """The space a callable kept in a field translates into: each value stored
         there, a translator method taken as a value (``self._to_swa =
         pool.translate_loc_from_full_to_swa``) or another such callable."""
-        if ctx.depth > MAX_DEPTH:
-            return ()
         out: list[Space] = []
         for cls in self.classes(term.base, ctx):
             for store_fn, event in self.project.field_stores(cls, term.name):
