@@ -385,7 +385,10 @@ class Dtypes:
             return memo[key]  # type: ignore[return-value]
         memo[key] = ()
         built: list[Decision] = []
+        is_mapping = self.model.is_mapping_name
         for function in self.project.functions.values():
+            if not any(is_mapping(name) for name in function.facts.index.binds):
+                continue
             for event in function.facts.events:
                 target = event.target
                 if (

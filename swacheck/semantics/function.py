@@ -22,6 +22,7 @@ query reads.
 from __future__ import annotations
 
 import ast
+import pickle
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -194,6 +195,13 @@ class FunctionFacts:
     def is_method(self) -> bool:
         return self.cls is not None and "staticmethod" not in self.decorators
 
+    @property
+    def receiver(self) -> str | None:
+        """The parameter its object is bound to (``self``), for a method."""
+        if not self.is_method or not self.params or "classmethod" in self.decorators:
+            return None
+        return self.params[0]
+
     def default(self, name: str) -> Term | None:
         for param, value in self.defaults:
             if param == name:
@@ -211,6 +219,87 @@ class FunctionFacts:
         for event in self.events:
             out.setdefault(event.node, []).append(event)
         return out
+
+    @property
+    def index(self) -> FunctionIndex:
+        """What the project looks up across functions without reading their bodies."""
+        found = self.__dict__.get("_index")
+        if found is None:
+            found = self.__dict__["_index"] = FunctionIndex.of(self.events, self.receiver)
+        return found  # type: ignore[no-any-return]
+
+    def __reduce__(self) -> tuple[Callable[[dict[str, object]], FunctionFacts], tuple[object]]:
+        """Pickled with its body (graph, events, returned value) as one bytes object, read
+        back when a query first reads it: a call on one file loads the whole project's
+        facts and reads the bodies of a few dozen functions of thousands."""
+        state = dict(self.__dict__)
+        if "_body" not in state:  # read back never: the body goes as it came
+            state["_index"] = self.index
+            body = tuple(state.pop(name) for name in BODY)
+            state["_body"] = pickle.dumps(body, protocol=pickle.HIGHEST_PROTOCOL)
+        return _restore, (state,)
+
+
+# The fields of a function's body (see :meth:`FunctionFacts.__reduce__`).
+BODY = ("kinds", "succs", "exc_succs", "labels", "tests", "lines", "events", "returns")
+
+
+class _BodyField:
+    """A body field of a :class:`FunctionFacts` read back from pickle: the first read
+    unpickles the whole body into the instance, which then answers every later read
+    itself (a descriptor without ``__set__`` yields to the instance's own value)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, instance: FunctionFacts | None, owner: type) -> object:
+        if instance is None:
+            return self
+        state = instance.__dict__
+        body = state.pop("_body", None)
+        if body is None:
+            raise AttributeError(self.name)
+        state.update(zip(BODY, pickle.loads(body), strict=True))
+        return state[self.name]
+
+
+for _name in BODY:
+    setattr(FunctionFacts, _name, _BodyField(_name))
+
+
+def _restore(state: dict[str, object]) -> FunctionFacts:
+    facts = FunctionFacts.__new__(FunctionFacts)
+    facts.__dict__.update(state)
+    return facts
+
+
+@dataclass(frozen=True)
+class FunctionIndex:
+    """The names a function's events mention that the project indexes: what it calls
+    (a method's or a global's last name), the fields it binds, and of those the ones
+    bound on its own receiver."""
+
+    calls: frozenset[str]
+    binds: frozenset[str]
+    binds_own: frozenset[str]
+
+    @classmethod
+    def of(cls, events: Iterable[Event], receiver: str | None) -> FunctionIndex:
+        calls: set[str] = set()
+        binds: set[str] = set()
+        own: set[str] = set()
+        for event in events:
+            if event.kind == CALL and isinstance(event.value, Call):
+                func = event.value.func
+                if isinstance(func, Attr):
+                    calls.add(func.name)
+                elif isinstance(func, Global):
+                    calls.add(func.name.rpartition(".")[2])
+            elif event.kind == BIND and isinstance(event.target, Attr):
+                binds.add(event.target.name)
+                if receiver is not None and event.target.base == Param(receiver):
+                    own.add(event.target.name)
+        return cls(frozenset(calls), frozenset(binds), frozenset(own))
 
 
 class Columns:

@@ -38,10 +38,7 @@ class Function:
 
     @property
     def self_param(self) -> str | None:
-        facts = self.facts
-        if not facts.is_method or not facts.params or "classmethod" in facts.decorators:
-            return None
-        return facts.params[0]
+        return self.facts.receiver
 
     def __hash__(self) -> int:
         return hash(self.qual)
@@ -71,6 +68,7 @@ class Project:
         self._class_names: dict[str, list[str]] = {}
         self._method_names: dict[str, list[str]] = {}
         self._function_names: dict[str, list[str]] = {}
+        self._stores: dict[tuple[str, str], list[tuple[Function, Event]]] = {}
         # First components of the project's module names: a name spelled under another
         # package (``torch.cat``) is never matched to a project definition by its last part.
         self._tops: set[str] = set()
@@ -215,27 +213,43 @@ class Project:
                 yield function
 
     @cached_property
-    def _field_stores(self) -> dict[str, dict[str, list[tuple[Function, Event]]]]:
-        """Per class, per attribute: every binding of ``self.<attr>`` in its methods."""
-        found: dict[str, dict[str, list[tuple[Function, Event]]]] = {}
+    def _field_binders(self) -> dict[str, dict[str, list[Function]]]:
+        """Per class, per field: the methods that bind ``self.<field>`` (from each
+        function's index: no body is read)."""
+        found: dict[str, dict[str, list[Function]]] = {}
         for function in self.functions.values():
             cls = function.cls
-            receiver = function.self_param
-            if cls is None or receiver is None:
+            if cls is None:
                 continue
-            own = Param(receiver)
+            for name in function.facts.index.binds_own:
+                found.setdefault(cls, {}).setdefault(name, []).append(function)
+        return found
+
+    def _field_stores(self, cls: str, name: str) -> list[tuple[Function, Event]]:
+        """Every binding of ``self.<name>`` in the methods of class ``cls`` (memoised)."""
+        found = self._stores.get((cls, name))
+        if found is not None:
+            return found
+        out = self._stores[cls, name] = []
+        for function in self._field_binders.get(cls, {}).get(name, ()):
+            own = Param(function.self_param or "")
             for event in function.facts.events:
                 target = event.target
-                if event.kind == BIND and isinstance(target, Attr) and target.base == own:
-                    found.setdefault(cls, {}).setdefault(target.name, []).append((function, event))
-        return found
+                if (
+                    event.kind == BIND
+                    and isinstance(target, Attr)
+                    and target.base == own
+                    and target.name == name
+                ):
+                    out.append((function, event))
+        return out
 
     def field_stores(self, cls: Class, name: str) -> list[tuple[Function, Event]]:
         """Bindings of field ``name`` by the methods of ``cls``, its bases and its
         subclasses (an object of ``cls`` may be any of them)."""
         out: list[tuple[Function, Event]] = []
         for current in [*self.mro(cls), *self.subclasses(cls)]:
-            out += self._field_stores.get(current.qual, {}).get(name, [])
+            out += self._field_stores(current.qual, name)
         return out
 
     def field_annotation(self, cls: Class, name: str) -> str:
@@ -254,11 +268,37 @@ class Project:
                 c == name for c, _ in facts.constants
             ):
                 return True
-            if name in self._field_stores.get(current.qual, {}):
+            if name in self._field_binders.get(current.qual, {}):
                 return True
         return False
 
     # -- calls ------------------------------------------------------------------------------
+
+    @cached_property
+    def _calls_by_name(self) -> dict[str, list[Function]]:
+        """Per name, the functions that call something of that name, in project order."""
+        found: dict[str, list[Function]] = {}
+        for function in self.functions.values():
+            for name in function.facts.index.calls:
+                found.setdefault(name, []).append(function)
+        return found
+
+    def possible_callers(self, function: Function) -> list[Function]:
+        """The functions that call something of ``function``'s name, or of a class whose
+        constructor it is: every function a call of it may be in, in project order
+        (calls are resolved by name, so no other can be)."""
+        names = {function.facts.name}
+        own = self.class_of_function(function)
+        if function.facts.name == "__init__" and own is not None:
+            for cls in (own, *self.subclasses(own)):
+                if self.method(cls, "__init__") == function:
+                    names.add(cls.facts.name)
+        found = {f.qual: f for name in names for f in self._calls_by_name.get(name, ())}
+        return sorted(found.values(), key=lambda f: self._order[f.qual])
+
+    @cached_property
+    def _order(self) -> dict[str, int]:
+        return {qual: i for i, qual in enumerate(self.functions)}
 
     def annotated_class(self, annotation: str, module: ModuleFacts) -> Class | None:
         """The class an annotation names (``X``, ``mod.X``, ``Optional[X]``, ``X | None``,

@@ -349,20 +349,22 @@ class Values:
 
     def callers(self, function: Function) -> list[tuple[Function, Ctx]]:
         """Every call of ``function`` in the project, as the callee context it reads its
-        parameters in (its arguments bound). Indexed once, on the first question."""
+        parameters in (its arguments bound). Only the functions that call something of
+        its name are read (:meth:`Project.possible_callers`)."""
         memo = self._memo
-        key = ("callers-index", Global(""), None)
-        index = memo.get(key)  # type: ignore[arg-type]
-        if index is None:
-            index = {}
-            for caller in self.project.functions.values():
+        key = ("callers", Global(function.qual), None)
+        found = memo.get(key)  # type: ignore[arg-type]
+        if found is None:
+            found = []
+            for caller in self.project.possible_callers(function):
                 ctx = Ctx(caller)
                 for event in caller.facts.events:
                     if event.kind == CALL and isinstance(event.value, Call):
                         for callee, inner in self.callees(event.value, ctx):
-                            index.setdefault(callee.qual, []).append((caller, inner))
-            memo[key] = index  # type: ignore[index]
-        return index.get(function.qual, [])  # type: ignore[union-attr]
+                            if callee == function:
+                                found.append((caller, inner))
+            memo[key] = found  # type: ignore[index]
+        return found  # type: ignore[return-value]
 
     def returned(self, call: Call, ctx: Ctx) -> list[tuple[Term, Ctx]]:
         """The values the functions ``call`` runs return, each in its callee context."""

@@ -312,6 +312,45 @@ def test_every_function_of_real_files_is_analysed_into_picklable_facts(path: Pat
     assert events > 0 and sys.getrecursionlimit() >= 1000
 
 
+def test_a_functions_body_is_read_back_when_first_read_and_equals_the_original() -> None:
+    text = Path(pickle.__file__).read_text(encoding="utf-8")
+    facts = module_facts(ast.parse(text), text, "pickle.py")
+    stored = pickle.loads(pickle.dumps(facts))
+    back = stored.functions["_Pickler.save"]
+    assert "_body" in back.__dict__ and "events" not in back.__dict__
+    # the index answers without the body; written again, the body goes unread
+    assert back.index == facts.functions["_Pickler.save"].index
+    assert "save_reduce" in back.index.calls and "dump" not in back.index.calls
+    again = pickle.loads(pickle.dumps(stored))
+    assert "_body" in back.__dict__
+    for function in (back, again.functions["_Pickler.save"]):
+        assert function == facts.functions["_Pickler.save"]  # every field, the body's too
+        assert "_body" not in function.__dict__ and function.events
+
+
+def test_callers_and_field_stores_are_found_through_the_index_as_by_reading_every_body() -> None:
+    texts = [Path(m.__file__).read_text(encoding="utf-8") for m in (pickle, textwrap, ast)]
+    modules = [module_facts(ast.parse(text), text, f"m{i}.py") for i, text in enumerate(texts)]
+    result = Analysis(pickle.loads(pickle.dumps(modules)), Config())
+    project, values = result.project, result.values
+    read = [f for f in project.functions.values() if "_body" not in f.facts.__dict__]
+    assert len(read) < len(project.functions) / 10  # the index alone was read
+    for function in project.functions.values():
+        by_reading = [
+            (caller.qual, inner)
+            for caller in project.functions.values()
+            for event in caller.facts.events
+            if event.kind == CALL and isinstance(event.value, Call)
+            for callee, inner in values.callees(event.value, Ctx(caller))
+            if callee == function
+        ]
+        assert [(c.qual, inner) for c, inner in values.callers(function)] == by_reading
+    wrapper = project.classes["m1.TextWrapper"]
+    stores = {e.target.name for _, e in project.field_stores(wrapper, "width")}
+    assert stores == {"width"} and project.owns(wrapper, "width")
+    assert not project.owns(wrapper, "no_such_field")
+
+
 @pytest.mark.parametrize(
     ("value", "space"),
     [
