@@ -21,9 +21,10 @@ if TYPE_CHECKING:
     from swacheck.context import FileContext
 
 _STORAGE_METHODS = ("untyped_storage", "storage", "_typed_storage")
-# What carries a tensor's length into a key.
-_LENGTH_CALLS = {"numel", "nelement", "size", "len"}
-_LENGTH_ATTRIBUTES = {"shape"}
+# What carries a tensor's whole extent into a key (``size()`` without a dimension).
+_EXTENT_CALLS = {"numel", "nelement", "size"}
+# What carries its first dimension only: ``len(x)``, ``x.size(0)``, ``x.shape[0]``.
+_ROWS_CALLS = {"len", "size"}
 # Methods of a cache object (a dict, a helper object) whose first argument is the key.
 _KEYED_METHODS = {"get", "put", "set", "setdefault", "pop", "lookup", "insert", "store"}
 _LOOKUPS = {"get", "pop", "lookup"}
@@ -60,6 +61,7 @@ class _Nodes(cst.CSTVisitor):
         self.calls: list[cst.Call] = []
         self.names: list[cst.Name] = []
         self.attributes: list[str] = []
+        self.indexed_shapes = 0  # ``x.shape[i]``
 
     def visit_Lambda(self, node: cst.Lambda) -> bool:
         return False
@@ -73,11 +75,28 @@ class _Nodes(cst.CSTVisitor):
     def visit_Attribute(self, node: cst.Attribute) -> None:
         self.attributes.append(node.attr.value)
 
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        if isinstance(node.value, cst.Attribute) and node.value.attr.value == "shape":
+            self.indexed_shapes += 1
+
 
 def _nodes(expr: cst.CSTNode) -> _Nodes:
     found = _Nodes()
     walk(expr, found)
     return found
+
+
+def _extent(parts: Sequence[cst.CSTNode], calls: Sequence[cst.Call]) -> str | None:
+    """How much of a tensor's extent a key's ``parts`` carry: ``whole`` (``numel()``,
+    ``size()``, ``shape``), ``rows`` (``len()``, ``size(0)``, ``shape[0]``), or none."""
+    if any(call_name(c) in _EXTENT_CALLS and not c.args for c in calls):
+        return "whole"
+    nodes = [_nodes(part) for part in parts]
+    if sum(n.attributes.count("shape") for n in nodes) > sum(n.indexed_shapes for n in nodes):
+        return "whole"
+    if any(call_name(c) in _ROWS_CALLS for c in calls) or any(n.indexed_shapes for n in nodes):
+        return "rows"
+    return None
 
 
 class StoragePointerCacheKey(Rule):
@@ -88,8 +107,9 @@ class StoragePointerCacheKey(Rule):
     a function that calls one — it flags:
 
     - a key built from `x.untyped_storage().data_ptr()` or `x.storage().data_ptr()`;
-    - a key built from `x.data_ptr()` that omits the tensor's length (`numel()`,
-      `shape`, `size()` or `len()`);
+    - a key built from `x.data_ptr()` that omits the tensor's whole extent (`numel()`,
+      `shape` or `size()`): without a length, or with the first dimension only
+      (`len(x)`, `x.shape[0]`, `x.size(0)`);
     - a key that is the tensor object itself: `kv_indices is self._cached_loc`, a bare
       tensor parameter compared with a cached key, or a tensor parameter of a function
       under a `functools` cache (`@functools.lru_cache` on the translate, or on a gather
@@ -114,7 +134,9 @@ class StoragePointerCacheKey(Rule):
     `untyped_storage().data_ptr()` is the same for `loc[0:5]` and `loc[5:10]`: the
     second lookup returns the first view's SWA slots and the layer writes K/V into the
     wrong slots. `data_ptr()` includes the view's offset, and `numel()` tells apart two
-    views that start at the same element (`loc[:4]` and `loc[:8]`). Comparing tensor
+    views that start at the same element (`loc[:4]` and `loc[:8]`); the first dimension
+    alone does not tell apart column slices of a page table (`table[:, :4]` and
+    `table[:, :8]` share the pointer and the rows). Comparing tensor
     objects with `is` misses every fresh view of the same slots (a new gather, and the
     "loc tensor changed mid-forward" warning, per layer) and hits a reused static
     buffer whose contents changed. SGLang PR #25824 chose `(kv_indices.data_ptr(),
@@ -164,13 +186,13 @@ class WeightLoader:
         return seen
 """
         ),
-        # The length through `shape[0]`, the pointer through a local.
+        # The extent through `shape`, the pointer through a local.
         Valid(
             """
 class Pool:
     def translate_loc_from_full_to_swa(self, kv_indices):
         ptr = kv_indices.data_ptr()
-        key = (ptr, kv_indices.shape[0])
+        key = (ptr, tuple(kv_indices.shape))
         if key == self._cached_loc_key:
             return self._cached_swa_loc
         return self._fill(kv_indices, key)
@@ -253,6 +275,19 @@ class SWAKVPool:
 class SWAKVPool:
     def translate_loc_from_full_to_swa(self, kv_indices):
         key = kv_indices.data_ptr()
+        if key != self._cached_loc_key:
+            self._cached_swa_loc = self.full_to_swa_index_mapping[kv_indices]
+            self._cached_loc_key = key
+        return self._cached_swa_loc
+""",
+            line=4,
+        ),
+        # The first dimension only: a page table's column slices share the pointer and rows.
+        Invalid(
+            """
+class SWAKVPool:
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        key = (kv_indices.data_ptr(), kv_indices.shape[0])
         if key != self._cached_loc_key:
             self._cached_swa_loc = self.full_to_swa_index_mapping[kv_indices]
             self._cached_loc_key = key
@@ -561,15 +596,18 @@ def swa_slots(pool, loc, cache):
                 self._report_storage(call, inner)
         pointers = [c for c in calls if call_name(c) == "data_ptr"]
         if pointers:
-            lengths = any(call_name(c) in _LENGTH_CALLS for c in calls) or any(
-                a in _LENGTH_ATTRIBUTES for node in expanded for a in _nodes(node).attributes
-            )
-            if not lengths:
+            extent = _extent(expanded, calls)
+            if extent != "whole":
                 node = expanded[-1] if isinstance(key, cst.Name) else key
                 self._report_once(
                     node,
-                    "translation cache key built from `data_ptr()` without `numel()`: views "
-                    "that start at the same element but differ in length share the key (I2)",
+                    "translation cache key built from `data_ptr()` with the first dimension "
+                    "only: a column slice of a page table (the same pointer and rows) shares "
+                    "the key; key on `numel()` (I2)"
+                    if extent == "rows"
+                    else "translation cache key built from `data_ptr()` without `numel()`: "
+                    "views that start at the same element but differ in length share the key "
+                    "(I2)",
                 )
             return
         if compared is None:

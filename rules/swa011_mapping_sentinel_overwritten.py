@@ -44,7 +44,8 @@ class MappingSentinelOverwritten(Rule):
     Flags a write that overwrites a sentinel row of the full->SWA mapping table
     (`mapping-attributes`) on a reset path (`clear()`, a reset, any method): filling,
     zeroing or assigning the whole table (`mapping.fill_(0)`, `mapping.zero_()`,
-    `mapping[:] = 0`, `mapping[1:] = 0`, `mapping.copy_(torch.zeros_like(mapping))`, also
+    `mapping[:] = 0`, `mapping[1:] = 0`, `mapping[: len(mapping)] = 0`,
+    `mapping.copy_(torch.zeros_like(mapping))`, also
     through a local name or a view), writing the last row itself, or re-creating the table
     without its trailing row (`self.mapping = torch.zeros(size + page_size, ...)` in a
     reset). The sentinel rows are learnt from how the project builds each table: a
@@ -191,6 +192,26 @@ class SWATokenToKVPoolAllocator:
         self.full_attn_allocator.clear()
         self.full_to_swa_index_mapping[:-1].fill_(0)
 """,
+        ),
+        # a range up to the table's own length is the whole table
+        Invalid(
+            """
+import torch
+
+class SWATokenToKVPoolAllocator:
+    def __init__(self, size, page_size, device):
+        self.full_to_swa_index_mapping = torch.cat(
+            [
+                torch.zeros(size + page_size, dtype=torch.int64, device=device),
+                torch.tensor([-1], dtype=torch.int64, device=device),
+            ]
+        )
+
+    def clear(self):
+        mapping = self.full_to_swa_index_mapping
+        mapping[1 : mapping.shape[0]] = 0
+""",
+            line=15,
         ),
         # zero_() through a local alias, in a subclass of another file
         Invalid(

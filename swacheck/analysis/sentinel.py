@@ -107,7 +107,7 @@ def region_of(
                 return None
             lower = int_constant(index.lower) if index.lower is not None else 0
             first = base.first and lower == 0
-            last = base.last and index.upper is None
+            last = base.last and (index.upper is None or _length_of(index.upper, expr.value))
             return Region(base.attr, first, last, base.whole and first and last)
         if isinstance(index, cst.Index):
             if isinstance(index.value, cst.Ellipsis):
@@ -119,6 +119,27 @@ def region_of(
                 return Region(base.attr, first=base.first, last=False, whole=False)
         return None
     return None
+
+
+def _length_of(bound: cst.BaseExpression, table: cst.BaseExpression) -> bool:
+    """Whether ``bound`` is ``table``'s own length (``len(t)``, ``t.shape[0]``,
+    ``t.size(0)``, ``t.numel()``): a slice up to it reaches the last row."""
+    if isinstance(bound, cst.Subscript) and len(bound.slice) == 1:
+        index = bound.slice[0].slice
+        if not (isinstance(index, cst.Index) and int_constant(index.value) == 0):
+            return False
+        bound = bound.value  # ``t.shape[0]``, ``t.size()[0]``
+        if isinstance(bound, cst.Attribute) and bound.attr.value == "shape":
+            return bound.value.deep_equals(table)
+    if not isinstance(bound, cst.Call):
+        return False
+    func = bound.func
+    if isinstance(func, cst.Name) and func.value == "len" and len(bound.args) == 1:
+        return bound.args[0].value.deep_equals(table)
+    if isinstance(func, cst.Attribute) and func.attr.value in ("numel", "size"):
+        dims = [int_constant(a.value) for a in bound.args]
+        return dims in ([], [0]) and func.value.deep_equals(table)
+    return False
 
 
 def fill_value(expr: cst.BaseExpression) -> int | None:
