@@ -354,10 +354,18 @@ class PerBatchStateOnLongLivedObject(Rule):
     listed in the finding's notes. A read in the assigning function itself does not
     count.
 
+    A translation of the batch's locations is the batch's value
+    (`self.swa_out_cache_loc = pool.translate_loc_from_full_to_swa(forward_batch.
+    out_cache_loc)`). A store made on a condition (`if forward_batch.out_cache_loc is not
+    None:`) also counts the assigning function's own reads after that branch: on a batch
+    that skips the branch they read the previous batch's value.
+
     A batch's locations (a value of one pool's space computed from what the call is
     handed) stored into a field only while the field is unset (`if self.x is None:
     self.x = translate(forward_batch.out_cache_loc)`) is flagged under any name: the
-    first batch's locations serve every later one.
+    first batch's locations serve every later one. So are locations kept in a dict field
+    by `self.<field>.setdefault(key, <locations>)`: the first batch with a key serves every
+    later one with the same key.
 
     ## Why is this bad?
     Per-batch state must travel with the batch (invariant I8). A setter called only
@@ -382,6 +390,18 @@ class PerBatchStateOnLongLivedObject(Rule):
     origin = "SGLang PR #24138 review (and PR #25824, which removed set_swa_loc)"
 
     VALID = [
+        # stored on a condition and read only inside the branch that stores it
+        Valid(
+            """
+class Backend:
+    def init_forward_metadata(self, forward_batch):
+        if forward_batch.out_cache_loc is not None:
+            self._swa_out_cache_loc = self.pool.translate_loc_from_full_to_swa(
+                forward_batch.out_cache_loc
+            )
+            self.forward_metadata = Metadata(self._swa_out_cache_loc)
+""",
+        ),
         # a buffer allocated on first use, sized from the batch: no locations kept
         Valid(
             """
@@ -548,6 +568,56 @@ class Backend:
         ),
     ]
     INVALID = [
+        # the batch's translated write locations kept on the backend for other methods;
+        # a batch without locations (and every graph path) leaves the last batch's
+        Invalid(
+            """
+class Backend:
+    def init_forward_metadata(self, forward_batch):
+        if forward_batch.out_cache_loc is not None:
+            self.swa_out_cache_loc = self.pool.translate_loc_from_full_to_swa(
+                forward_batch.out_cache_loc
+            )
+
+    def cache_loc(self, layer, forward_batch):
+        if self.swa_out_cache_loc is not None:
+            return self.swa_out_cache_loc
+        return forward_batch.out_cache_loc
+""",
+            line=5,
+        ),
+        # stored on a condition, read back after the branch by the same function
+        Invalid(
+            """
+class Backend:
+    def init_forward_metadata(self, forward_batch):
+        if forward_batch.out_cache_loc is not None:
+            self._swa_out_cache_loc = self.pool.translate_loc_from_full_to_swa(
+                forward_batch.out_cache_loc
+            )
+        swa_out_cache_loc = getattr(self, "_swa_out_cache_loc", None)
+        self.forward_metadata = Metadata(swa_out_cache_loc)
+""",
+            line=5,
+        ),
+        # a memo of translated page tables keyed by their shape
+        Invalid(
+            """
+class Backend:
+    def __init__(self, pool):
+        self.pool = pool
+        self._swa_page_tables = {}
+
+    def forward_decode(self, q, layer, forward_batch):
+        metadata = self.forward_metadata
+        page_table = self._swa_page_tables.setdefault(
+            tuple(metadata.page_table.shape),
+            self.pool.translate_loc_from_full_to_swa(metadata.page_table),
+        )
+        return decode(q, page_table)
+""",
+            line=9,
+        ),
         # the batch's SWA write locations translated only while the field is unset
         Invalid(
             """
@@ -729,6 +799,21 @@ class HybridBackend:
             params = {p.lstrip("*") for p in function.facts.params} - {receiver}
             ctx = Ctx(function)
             for event in function.facts.events:
+                memo = _memo_entry(event, receiver)
+                if memo is not None:
+                    field, value = memo
+                    if any(
+                        f.space in (FULL, SWA, EITHER) and not f.weak
+                        for f in values.space(value, ctx)
+                    ):
+                        self.report_span(
+                            event.span,
+                            f"`self.{field}.setdefault(...)` keeps the first batch's KV "
+                            f"locations for its key on the long-lived `{cls.facts.name}`: "
+                            "every later batch with the same key gets them; compute them for "
+                            "each batch (I8)",
+                        )
+                    continue
                 field = _own_field(event, receiver)
                 if field is None or event.value is None:
                     continue
@@ -845,7 +930,15 @@ class HybridBackend:
         """The value comes from a parameter of ``func`` (other than ``self``), directly or
         through a local assigned once from one."""
         params = {p.name.value for p in params_of(func)} - {"self", "cls"}
-        root = _root(assignment.value) if assignment.value is not None else None
+        value = assignment.value
+        if (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Attribute)
+            and self.context.names.is_translate(value.func.attr.value)
+            and value.args
+        ):
+            value = value.args[0].value  # a translation of the batch's locations
+        root = _root(value) if value is not None else None
         if isinstance(root, cst.Name) and root.value not in params:
             value = self._locals(func).get(root.value)
             root = _root(value) if value is not None else None
@@ -914,6 +1007,10 @@ class HybridBackend:
         facts = _project_facts(ctx.project)
         here = (ctx.path, cls.name if cls else None, func.name.value)
         span = ctx.start(func).row, ctx.end(func).row
+        # a store on a condition (``if forward_batch.out_cache_loc is not None:``) leaves
+        # the previous batch's value for the function's own reads after the branch
+        branch = ctx.enclosing(assignment, cst.If)
+        after = ctx.end(branch).row if branch is not None and _within(ctx, branch, func) else None
         if holders is None:
             family = [c for c in facts.all_classes if facts.of(c).reads or facts.of(c).resets]
         else:
@@ -930,7 +1027,7 @@ class HybridBackend:
                 if (
                     read_attr == attr
                     and method not in _CONSTRUCTORS
-                    and (info.path, info.name, method) != here
+                    and ((info.path, info.name, method) != here or _later(line, after, span))
                 ):
                     reads.append(f"{info.path}:{line} in {info.name}.{method}()")
         owners = [
@@ -943,6 +1040,7 @@ class HybridBackend:
                 f"{path}:{line}"
                 for path, line in facts.other_reads.get(attr, [])
                 if not (path == ctx.path and span[0] <= line <= span[1])
+                or (path == ctx.path and _later(line, after, span))
             ]
         reset = reset or attr in facts.other_resets or bool(setters & facts.none_calls)
         if reset or not reads:
@@ -971,11 +1069,38 @@ class HybridBackend:
         self.report(assignment, message, notes=tuple(f"read at {r}" for r in reads))
 
 
+def _within(ctx: FileContext, node: cst.CSTNode, func: cst.FunctionDef) -> bool:
+    """``node`` is inside ``func`` itself (not a function nested in it)."""
+    return ctx.enclosing(node, cst.FunctionDef) is func
+
+
+def _later(line: int, after: int | None, span: tuple[int, int]) -> bool:
+    """A read of the storing function's own past the end of the branch that stores."""
+    return after is not None and after < line <= span[1]
+
+
 def _attribute_class(project: ProjectIndex, info: ClassInfo, attr: str) -> ClassInfo | None:
     for cls in project.mro(info):
         type_name = cls.attribute_types.get(attr)
         if type_name:
             return project.resolve_class(type_name, near=cls.path)
+    return None
+
+
+def _memo_entry(event: Event, receiver: str) -> tuple[str, Term] | None:
+    """``self.<field>.setdefault(key, value)``: the field and the value it keeps for a
+    key it does not hold yet (a memo of the first value)."""
+    call = event.value
+    if event.kind != CALL or not isinstance(call, Call) or len(call.args) < 2:
+        return None
+    func = call.func
+    if (
+        isinstance(func, Attr)
+        and func.name == "setdefault"
+        and isinstance(func.base, Attr)
+        and func.base.base == Param(receiver)
+    ):
+        return func.base.name, call.args[1]
     return None
 
 
