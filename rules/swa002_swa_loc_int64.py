@@ -183,6 +183,21 @@ class SwaLocInt64(Rule):
     origin = "SGLang PR #23552 review, the padding fix, and 0.5.13's int64 write locations"
 
     VALID = [
+        # two translations of one name that agree, one delegating to the other
+        Valid(
+            """
+import torch
+
+class SWAKVPool:
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        return self.full_to_swa_index_mapping[kv_indices].to(torch.int32)
+
+class SWAAllocator:
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        out = self._kvcache.translate_loc_from_full_to_swa(kv_indices)
+        return out.to(torch.int32)
+"""
+        ),
         # the int64 dtype is bound on the other branch: it never reaches the page table
         Valid(
             """
@@ -409,6 +424,26 @@ swa_loc = torch.arange(n).long()
         ),
     ]
     INVALID = [
+        # the allocator's translation cast back to its callers' int64 locations, where the
+        # pool's translation of the same name returns int32
+        Invalid(
+            """
+import torch
+
+class SWAKVPool:
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        return self.full_to_swa_index_mapping[kv_indices].to(torch.int32)
+
+class SWAAllocator:
+    def translate_loc_from_full_to_swa(self, kv_indices):
+        return self._kvcache.translate_loc_from_full_to_swa(kv_indices).type_as(kv_indices)
+
+def write_loc(allocator: SWAAllocator, forward_batch):
+    loc = forward_batch.out_cache_loc.to(torch.int64)
+    return allocator.translate_loc_from_full_to_swa(loc)
+""",
+            line=10,
+        ),
         # a page table allocated with another tensor's dtype: the batch's int64 locations
         Invalid(
             """
@@ -892,26 +927,37 @@ self.swa_loc = loc.long()
         self, unit: FileUnit, conventions: Conventions, reported: set[tuple[int, int]]
     ) -> None:
         """A translation's own result, where the configuration or the era sets the
-        write dtype."""
-        expected = conventions.checks_translations()
-        if expected is None:
-            return
+        write dtype; else a translate method that casts its result to another dtype than
+        the project's other methods of its name return (one contract: callers take either
+        class's translation)."""
+        configured = conventions.checks_translations()
         dtypes = conventions.dtypes
+        methods = dtypes.translate_methods()
         for function in unit.functions():
-            if function not in dtypes.translate_methods():
+            if function not in methods:
+                continue
+            expected = configured or _peers_convention(function, methods, dtypes)
+            if expected is None:
                 continue
             span = function.facts.span
             if any(span.line <= line <= span.end_line for line, _ in reported):
                 continue  # its memo's binding is reported already
+            # a cast to another tensor's dtype (``.type_as(kv_indices)``) is decided by
+            # what each caller hands it
+            contexts = [Ctx(function)]
+            if configured is None:
+                contexts += [inner for _, inner in unit.values.callers(function)[:8]]
             for event in function.facts.events:
                 if event.kind != "return" or event.value is None:
                     continue
-                for d in dtypes.of(event.value, Ctx(function)):
+                decisions = [d for ctx in contexts for d in dtypes.of(event.value, ctx)]
+                for d in decisions:
                     key = (event.span.line, event.span.col)
                     if (
                         d.dtype != expected.dtype
                         and d.dtype in ("int32", "int64")
                         and key not in reported
+                        and (configured is not None or d.kind in (CAST, ALLOCATION))
                     ):
                         reported.add(key)
                         self.report_span(
@@ -1029,6 +1075,30 @@ self.swa_loc = loc.long()
                 Applicability.UNSAFE,
             )
         return None
+
+
+def _peers_convention(
+    function: Function, methods: list[Function], dtypes: Dtypes
+) -> Convention | None:
+    """The one integer dtype the project's other translate methods named as ``function``
+    return, if they agree."""
+    found: set[str] = set()
+    where = ""
+    for other in methods:
+        if other is function or other.facts.name != function.facts.name:
+            continue
+        for d in dtypes.of(other.facts.returns, Ctx(other)):
+            if d.dtype in ("int32", "int64"):
+                found.add(d.dtype)
+                where = where or f"{other.module.path}, `{other.qual.rsplit('.', 2)[-2]}`"
+    if len(found) != 1:
+        return None
+    dtype = found.pop()
+    return Convention(
+        dtype,
+        f"the project's other `{function.facts.name}()` returns torch.{dtype} ({where}): "
+        "callers take either",
+    )
 
 
 def _conventions(unit: FileUnit) -> Conventions:

@@ -117,10 +117,11 @@ class Conventions:
                 continue
             for d in self.decisions(function, use):
                 # an allocation is evidence where its dtype is written there, not taken
-                # from another value (``dtype=x.dtype``)
-                if d.dtype not in INTEGERS:
+                # from another value (``dtype=x.dtype``) nor left to the factory's default
+                # (``torch.full(shape, 0)``: nobody chose it)
+                if d.dtype not in INTEGERS or d.kind == DEFAULT:
                     continue
-                if d.kind in kinds and (d.literal or d.kind not in (ALLOCATION, DEFAULT)):
+                if d.kind in kinds and (d.literal or d.kind != ALLOCATION):
                     out.append(Evidence(d.dtype, d.kind, _where(d, function, use)))
         if role != WRITE and ALLOCATION in kinds:
             out += self._full_tables(module)
@@ -238,7 +239,7 @@ class Conventions:
         if role == WRITE:
             levels.append(("project", self.translation() + self._stores()))
         else:
-            levels.append(("file", self._file(module, role, frozenset({ALLOCATION, DEFAULT}))))
+            levels.append(("file", self._file(module, role, frozenset({ALLOCATION}))))
             levels.append(("project", self._project_casts(role)))
         return levels
 
@@ -336,9 +337,7 @@ def _where(d: Decision, function: Function, use: Use) -> str:
 def _why(scope: str, evidence: Evidence, what: str) -> str:
     dtype = f"torch.{evidence.dtype}"
     if scope == "file":
-        verb = {ASSERTED: "asserts", ALLOCATION: "allocates", DEFAULT: "allocates"}.get(
-            evidence.kind, "casts"
-        )
+        verb = {ASSERTED: "asserts", ALLOCATION: "allocates"}.get(evidence.kind, "casts")
         return f"this file {verb} its {what} as {dtype} ({evidence.where})"
     how = {
         TRANSLATION: f"its translation returns {dtype}",

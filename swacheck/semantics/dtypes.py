@@ -261,6 +261,9 @@ class Dtypes:
                 if target is None:
                     return self.of(func.base, ctx)
                 return self._allocation(target, term, ctx, CAST)
+            if method == "type_as" and term.args:
+                # the other tensor's dtype: ``x.type_as(y)`` is ``x.to(y.dtype)``
+                return self._allocation(Attr(term.args[0], "dtype"), term, ctx, CAST)
             if method in _NEW:
                 dtype = term.keyword("dtype")
                 if dtype is not None:
