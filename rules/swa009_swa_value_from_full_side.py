@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from swacheck.config import Config
 from swacheck.rule import Invalid, Rule, Valid
-from swacheck.semantics.function import BIND, CALL, FILL, RETURN, Span
+from swacheck.semantics.function import BIND, CALL, FILL, RETURN, Event, Span
 from swacheck.semantics.model import (
     FULL,
     SWA,
@@ -14,7 +16,7 @@ from swacheck.semantics.model import (
     model_for,
     words,
 )
-from swacheck.semantics.modes import hybrid_polarity, outside_hybrid
+from swacheck.semantics.modes import hybrid_polarity, is_presence, outside_hybrid
 from swacheck.semantics.project import Function
 from swacheck.semantics.terms import (
     Attr,
@@ -96,13 +98,18 @@ class SwaValueFromFullSide(Rule):
     other, while the value itself does not follow the test, is flagged at the SWA half.
     So is an argument that is SWA ids on one path and full-pool ids on another in
     hybrid-SWA mode, where the test that tells the paths apart is about neither the pool,
-    the layer nor the window (a speculative branch translated on the plain branch only).
-    A method of no known body handed `req_to_token` returns full-pool ids.
+    the layer nor the window (a speculative branch translated on the plain branch only);
+    so is a value a function returns that way. A method of no known body handed
+    `req_to_token` returns full-pool ids.
 
     It stays silent in a branch that runs only outside hybrid-SWA mode (`if not
     self.is_hybrid_swa:`, `if self._swa_kv_pool is None:`), where the two spaces are one,
-    where the value may be either space, and for a local translated later in the same
-    function (filled from `req_to_token`, then translated in place).
+    unless the path is also an SWA layer's (`is_swa` of the pool's `layers_mapping`, the
+    model's `layer-tables`): there, a batch found without an SWA location
+    (`forward_batch.out_cache_loc_swa is None`) is still in hybrid mode, and falling back
+    to the full-pool value is the bug. It also stays silent where the value may be
+    either space, and for a local translated later in the same function (filled from
+    `req_to_token`, then translated in place).
 
     ## Why is this bad?
     SWA values live in the SWA pool's index space; full-pool slot numbers go through
@@ -128,6 +135,27 @@ class SwaValueFromFullSide(Rule):
     semantic = True
 
     VALID = [
+        # the full-pool location where the batch carries no SWA one: outside hybrid mode
+        Valid(
+            """
+class Backend:
+    def cache_loc(self, forward_batch):
+        if forward_batch.out_cache_loc_swa is None:
+            return forward_batch.out_cache_loc
+        return forward_batch.out_cache_loc_swa
+"""
+        ),
+        # each layer its own pool's locations
+        Valid(
+            """
+class Backend:
+    def _get_layer_cache_loc(self, layer, forward_batch):
+        _, is_swa = self._swa_kv_pool.layers_mapping[layer.layer_id]
+        if is_swa:
+            return forward_batch.out_cache_loc_swa
+        return forward_batch.out_cache_loc
+"""
+        ),
         # a helper of unknown body handed both the pages and the full->SWA table
         Valid(
             """
@@ -416,6 +444,38 @@ def warmup_inputs(self):
         ),
     ]
     INVALID = [
+        # an SWA layer's write location falling back to the full-pool one when the batch
+        # carries none
+        Invalid(
+            """
+class Backend:
+    def _get_layer_cache_loc(self, layer, forward_batch):
+        _, is_swa = self._swa_kv_pool.layers_mapping[layer.layer_id]
+        if is_swa:
+            if (swa_loc := forward_batch.out_cache_loc_swa) is None:
+                swa_loc = forward_batch.out_cache_loc
+            return swa_loc
+        return forward_batch.out_cache_loc
+""",
+            line=7,
+        ),
+        # returned as SWA ids on the eager path, as full-pool ids under capture
+        Invalid(
+            """
+class Backend:
+    def swa_pages(self, metadata, in_capture):
+        if self.use_sliding_window_kv_pool:
+            if in_capture:
+                pages = metadata.page_table
+            else:
+                pages = self.token_to_kv_pool.translate_loc_from_full_to_swa(
+                    metadata.page_table
+                )
+            return pages
+        return metadata.page_table
+""",
+            line=6,
+        ),
         # translated only outside capture: the captured graph bakes in full-pool ids
         Invalid(
             """
@@ -711,16 +771,7 @@ def load(self, forward_batch, n):
         and one of the paths hands it the other."""
         model = values.model
         for event in function.facts.events:
-            call = event.value
-            if event.kind != CALL or not isinstance(call, Call) or _translates(call, model):
-                continue
-            named = [
-                (arg, written[0] if written else None, written[1] if written else event.span)
-                for arg, written in zip(
-                    call.args, (*event.names, *[None] * len(call.args)), strict=False
-                )
-            ] + [(value, keyword, event.span) for keyword, value in call.kwargs]
-            for arg, written, place in named:
+            for arg, written, place, to in _handed(event, model):
                 choices = alternatives(arg)
                 if len(choices) < 2:
                     continue
@@ -746,7 +797,7 @@ def load(self, forward_batch, n):
                     ),
                     None,
                 )
-                what = f"`{written}`" if written else "an argument"
+                what = f"`{written}`" if written else "the value"
                 if pair is None:
                     continue
                 (_, swa_fact, _), (_, full_fact, full_value) = pair
@@ -766,7 +817,7 @@ def load(self, forward_batch, n):
                 reported.add(key)
                 self.report_span(
                     at,
-                    f"{what} is handed to `{render(call.func)}` (line {place.line}) as SWA "
+                    f"{what} is {to} (line {place.line}) as SWA "
                     f"ids on one path ({swa_fact.why}) and as full-pool ids on this one "
                     f"({full_fact.why}), in hybrid-SWA mode, where no test of the pool or "
                     "the layer tells the paths apart: on this path the consumer reads the "
@@ -841,6 +892,27 @@ def load(self, forward_batch, n):
         self.report_span(use.place, message)
 
 
+def _handed(event: Event, model: Model) -> Iterator[tuple[Term, str | None, Span, str]]:
+    """What ``event`` hands on, to one consumer: each argument of a call (not of a
+    translation), with its name as written and where; the value a ``return`` gives its
+    callers."""
+    value = event.value
+    if event.kind == RETURN and value is not None:
+        yield value, None, event.span, "returned"
+        return
+    if event.kind != CALL or not isinstance(value, Call) or _translates(value, model):
+        return
+    to = f"handed to `{render(value.func)}`"
+    names = (*event.names, *[None] * len(value.args))
+    for arg, written in zip(value.args, names, strict=False):
+        if written:
+            yield arg, written[0], written[1], to
+        else:
+            yield arg, None, event.span, to
+    for keyword, item in value.kwargs:
+        yield item, keyword, event.span, to
+
+
 def _translates(call: Call, model: Model) -> bool:
     func = call.func
     return isinstance(func, Attr) and model.translator(func.name) is not None
@@ -848,10 +920,19 @@ def _translates(call: Call, model: Model) -> bool:
 
 def _told_apart_by_other_tests(one: frozenset, other: frozenset, model: Model) -> bool:
     """Whether the literals on which two paths disagree exist and none is a test of
-    the pool, the layer or the mode (a name of the SWA side, a mode flag)."""
+    the pool, the layer or the mode (a name of the SWA side, a mode flag). Whether the
+    batch carries an SWA location (``out_cache_loc_swa is None``) is no such test where
+    both paths are in hybrid mode already (an SWA layer's)."""
     polarity = dict(one)
     split = [key for key, holds in other if polarity.get(key, holds) != holds]
-    return bool(split) and not any(_about_swa(key, model) for key in split)
+    hybrid = _in_hybrid(one, model) and _in_hybrid(other, model)
+    return bool(split) and not any(
+        _about_swa(key, model) and not (hybrid and is_presence(key, model)) for key in split
+    )
+
+
+def _in_hybrid(guard: frozenset, model: Model) -> bool:
+    return any(hybrid_polarity(key, model) is True and holds for key, holds in guard)
 
 
 # Words of a test that tells the pool or the layer apart: paths it separates may rightly

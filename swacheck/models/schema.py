@@ -71,7 +71,11 @@ ENTRIES: dict[str, dict[str, _Field]] = {
 # Sections holding one table of named fields (``[padding]``).
 TABLES: dict[str, dict[str, _Field]] = {
     "names": {"neutral-words": ("strings", False, None)},
-    "modes": {"flag-pattern": ("regex", False, None), "classes": ("strings", False, None)},
+    "modes": {
+        "flag-pattern": ("regex", False, None),
+        "classes": ("strings", False, None),
+        "layer-tables": ("strings", False, None),
+    },
     "padding": {
         "sentinel": ("int", False, None),
         "clamp-before-indexing": ("bool", False, None),

@@ -145,6 +145,9 @@ class Model:
     space_constants: Mapping[str, str] = field(default_factory=dict)
     mode_flag_pattern: str = r"(?!)"
     mode_classes: frozenset[str] = frozenset()
+    # Per-layer tables whose entry's element 1 is true exactly for an SWA layer
+    # (``pool.layers_mapping[layer_id] == (index, is_swa)``).
+    layer_tables: frozenset[str] = frozenset()
     dtypes: Mapping[str, str] = field(default_factory=dict)
     neutral_words: frozenset[str] = frozenset()
     sentinel: int = 0
@@ -191,8 +194,16 @@ class Model:
     def location_role(self, name: str) -> str | None:
         """The role of any location by name: an SWA one's (:meth:`swa_role`), or one the
         model names (``slot_mapping``)."""
-        known = self.locations.get(name)
+        known = self.locations.get(name) or self._named_location(name)
         return known.role if known is not None else self.swa_role(name)
+
+    def _named_location(self, name: str) -> Location | None:
+        """A location the model names, qualified (``_context_slot_mappings``,
+        ``draft_slot_mapping``: the engine's ``slot_mappings``, ``slot_mapping``)."""
+        for known, location in self.locations.items():
+            if name.endswith(f"_{known}"):
+                return location
+        return None
 
     def full_role(self, name: str) -> str | None:
         """The role of a full-pool location by name (``full_loc``, ``full_indices``,
@@ -307,6 +318,7 @@ def _load(files: Iterable[Mapping[str, Any]], config: Any) -> Model:
     padded_parameters: set[str] = set()
     constants: dict[str, str] = {}
     classes: set[str] = set()
+    layer_tables: set[str] = set()
     flags: list[str] = []
     dtypes: dict[str, str] = {}
     neutral: set[str] = set()
@@ -365,6 +377,7 @@ def _load(files: Iterable[Mapping[str, Any]], config: Any) -> Model:
         if "flag-pattern" in modes:
             flags.append(modes["flag-pattern"])
         classes.update(modes.get("classes", ()))
+        layer_tables.update(modes.get("layer-tables", ()))
         dtypes.update(data.get("dtypes", {}))
         neutral.update(data.get("names", {}).get("neutral-words", ()))
         sentinel = data.get("padding", {}).get("sentinel", sentinel)
@@ -383,6 +396,7 @@ def _load(files: Iterable[Mapping[str, Any]], config: Any) -> Model:
         space_constants=constants,
         mode_flag_pattern="|".join(f"(?:{f})" for f in flags) or r"(?!)",
         mode_classes=frozenset(classes),
+        layer_tables=frozenset(layer_tables),
         dtypes=dtypes,
         neutral_words=frozenset(neutral),
         sentinel=sentinel,

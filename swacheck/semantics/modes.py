@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from swacheck.semantics.guards import called, is_none_test
 from swacheck.semantics.model import Model
-from swacheck.semantics.terms import Attr, Const, Global, Guard, Literal, Param, Term
+from swacheck.semantics.terms import Attr, Const, Global, Guard, Index, Literal, Param, Term
 
 
 def _name(term: Term) -> str | None:
@@ -31,6 +31,8 @@ def hybrid_polarity(key: Term, model: Model) -> bool | None:
     (False), or neither (None)."""
     name = _name(key)
     if name is not None and model.is_mode_flag(name):
+        return True
+    if _swa_layer_test(key, model):
         return True
     tested = called(key, "isinstance")
     if tested is not None and len(tested.args) == 2:
@@ -57,9 +59,35 @@ def hybrid_polarity(key: Term, model: Model) -> bool | None:
     return None
 
 
+def _swa_layer_test(key: Term, model: Model) -> bool:
+    """``<pool>.layers_mapping[layer_id][1]``: true exactly for an SWA layer (the model's
+    ``layer-tables``)."""
+    return (
+        isinstance(key, Index)
+        and key.index == Const(1)
+        and isinstance(key.base, Index)
+        and isinstance(key.base.base, Attr)
+        and key.base.base.name in model.layer_tables
+    )
+
+
 def outside_hybrid(guard: Guard, model: Model) -> bool:
-    """Whether ``guard`` holds only outside hybrid-SWA mode."""
-    return any(_states(literal, model) is False for literal in guard)
+    """Whether ``guard`` holds only outside hybrid-SWA mode. An SWA-side value found
+    ``None`` says so only where nothing else on the path says hybrid (an SWA layer's
+    batch may lack a value of its own)."""
+    states = [(_states(literal, model), is_presence(literal[0], model)) for literal in guard]
+    if any(state is False and not presence for state, presence in states):
+        return True
+    return any(state is False for state, _ in states) and not any(state for state, _ in states)
+
+
+def is_presence(key: Term, model: Model) -> bool:
+    """An ``is None`` test of an SWA location (``forward_batch.out_cache_loc_swa``,
+    ``metadata.swa_page_table``): whether the batch carries one, which outside hybrid
+    mode it never does, and inside it may not (not a pool's or the table's test)."""
+    value = is_none_test(key)
+    name = _name(value) if value is not None else None
+    return name is not None and model.swa_role(name) is not None
 
 
 def _states(literal: Literal, model: Model) -> bool | None:

@@ -169,3 +169,30 @@ def test_vllms_cache_kernels_take_int64_slots(
     (package / "cpu_attn.py").write_text(VLLM_BUILDER.format(dtype=dtype))
     out = swacheck_at(tmp_path)("audit", "--no-cache", "--select", "SWA002", ".", check_rc=None)
     assert ("cpu_attn.py:8:" in out.stdout and "torch.int64" in out.stdout) == found, out.stdout
+
+
+VLLM_SPECULATOR = """
+import torch
+
+
+class Speculator:
+    def __init__(self, num_groups, max_num_tokens, device):
+        self._context_slot_mappings = torch.full(
+            (num_groups, max_num_tokens), -1, dtype={dtype}, device=device
+        )
+"""
+
+
+@pytest.mark.parametrize(("dtype", "found"), [("torch.int32", True), ("torch.int64", False)])
+def test_a_qualified_slot_mapping_is_one_of_vllms_slot_mappings(
+    swacheck_at, tmp_path: Path, dtype: str, found: bool
+) -> None:
+    """A name ending in a location the model names (``_context_slot_mappings``) is that
+    location: vLLM's slot mappings are int64 whatever their prefix."""
+    (tmp_path / ".git").mkdir()
+    package = tmp_path / "vllm"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "speculator.py").write_text(VLLM_SPECULATOR.format(dtype=dtype))
+    out = swacheck_at(tmp_path)("audit", "--no-cache", "--select", "SWA002", ".", check_rc=None)
+    assert ("speculator.py:8:" in out.stdout and "torch.int64" in out.stdout) == found, out.stdout
