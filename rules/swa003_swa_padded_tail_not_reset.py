@@ -52,6 +52,7 @@ from swacheck.semantics.terms import (
     Local,
     Op,
     Param,
+    Phi,
     Seq,
     Slice,
     Term,
@@ -160,6 +161,13 @@ class SwaPaddedTailNotReset(Rule):
     of its own, on a location: the locations keep what they held. Padding appended to a
     location by `torch.cat` from an uninitialised allocation (`new_empty`) is reported
     like a buffer allocated uninitialised, where the value lands.
+
+    **A padded slot mapping indexing the cache in Python** (vLLM: the model's
+    `clamp-before-indexing`). A subscript store or an in-place scatter (`index_copy_`,
+    `index_add_`, `scatter_`) into the KV cache, or a view of it (`flat =
+    cache.flatten(0, 1)`), whose index is the forward's padded slot mapping (through
+    arithmetic, slices, casts, `remainder`), not clamped: `-1` (`PAD_SLOT_ID`) wraps to
+    the last slot, a live block's.
 
     ## Why is this bad?
     Padded slots of a replayed graph still run attention and still write K/V through the
@@ -554,6 +562,22 @@ def store_kv(to_cache, kv_cache, slot_mapping):
 class CacheOnlyImpl:
     def do_kv_cache_update(self, layer, to_cache, kv_cache, slot_mapping):
         store_kv(to_cache, kv_cache, slot_mapping)
+""",
+            line=4,
+            files={"vllm/v1/attention/backends/utils.py": _VLLM_UTILS},
+        ),
+        # vLLM: a scatter through a view of the cache, its index brought in range with
+        # `remainder`: -1 becomes the last slot, as Python indexing would make it
+        Invalid(
+            """
+def scatter(cache, src, slot_mapping):
+    flat = cache.flatten(0, 1)
+    flat.index_copy_(0, slot_mapping.remainder(flat.shape[0]), src)
+
+
+class CacheOnlyImpl:
+    def do_kv_cache_update(self, layer, key, kv_cache, slot_mapping):
+        scatter(kv_cache, key, slot_mapping[: key.shape[0]])
 """,
             line=4,
             files={"vllm/v1/attention/backends/utils.py": _VLLM_UTILS},
@@ -1223,12 +1247,19 @@ class Runner:
         """A Python scatter into the KV cache through padded locations not clamped: the
         negative padding sentinel wraps to the last slot (I12)."""
         for event in function.facts.events:
-            if event.kind != FILL or not isinstance(event.region, Term):
+            if event.kind != FILL:
+                continue
+            index = _scatter_index(event)
+            if index is None:
                 continue
             target = (event.text or "").rsplit(".", 1)[-1]
-            if not words(target) & {"cache", "kv"}:
+            # the cache itself, or a view of it (``flat = kv_cache.view(-1, d)``)
+            held = alternatives(event.before) if event.before is not None else ()
+            roots = [rows_root(value) for _, value in held]
+            names = [target, *(r.name for r in roots if isinstance(r, Attr | Local | Param))]
+            if not any(words(name) & {"cache", "kv"} for name in names):
                 continue
-            raw = _raw_location(event.region, unit, Ctx(function))
+            raw = _raw_location(index, unit, Ctx(function))
             if raw is None or (event.span.line, event.span.col) in reported:
                 continue
             reported.add((event.span.line, event.span.col))
@@ -1626,6 +1657,23 @@ _ID_WORDS = frozenset({"ids", "loc", "locs", "slot", "slots", "indices"})
 
 
 _CLAMPS = frozenset({"clamp", "clamp_min", "clamp_", "clamp_min_", "where", "masked_fill"})
+# Wrap a negative sentinel into range like Python's ``%``: -1 becomes the last slot.
+_WRAPS = frozenset({"remainder", "fmod"})
+# In-place scatters and the position of the index they write at.
+_SCATTERS = {"index_copy_": 1, "index_add_": 1, "scatter_": 1, "scatter_add_": 1}
+
+
+def _scatter_index(event: Event) -> Term | None:
+    """The index a write into a tensor goes through: a subscript store's, or a scatter
+    method's index argument (``flat.index_copy_(0, slots, src)``)."""
+    if isinstance(event.region, Term):
+        return event.region
+    position = _SCATTERS.get(event.how)
+    if position is None or not isinstance(event.value, Call):
+        return None
+    return event.value.argument(position, "index")
+
+
 _SAME_ROWS = frozenset({"view", "reshape", "flatten", "long", "int", "to", "contiguous"})
 
 
@@ -1651,7 +1699,7 @@ def _raw_location(term: Term, unit: FileUnit, ctx: Ctx, depth: int = 0) -> str |
     if isinstance(term, Call) and isinstance(term.func, Attr):
         if term.func.name in _CLAMPS:
             return None
-        if term.func.name in _SAME_ROWS:
+        if term.func.name in _SAME_ROWS | _WRAPS:
             return _raw_location(term.func.base, unit, ctx, depth + 1)
         return None
     name = term.name if isinstance(term, Param | Attr) else None
@@ -1665,6 +1713,10 @@ def _padded(term: Term, unit: FileUnit, ctx: Ctx, depth: int = 0) -> bool:
     the forward context, a parameter of a KV-cache update, or a parameter some caller
     hands one of these (the model's ``padded-objects`` and ``padded-parameters``)."""
     model = unit.model
+    if isinstance(term, Index) and isinstance(term.index, Slice):
+        return _padded(term.base, unit, ctx, depth)  # a slice of them: the same rows
+    if isinstance(term, Phi):
+        return any(_padded(value, unit, ctx, depth) for _, value in term.alternatives)
     if isinstance(term, Attr):
         return bool(words(render(term.base).rsplit(".", 1)[-1]) & model.padded_objects)
     if isinstance(term, Param) and depth < 3:
