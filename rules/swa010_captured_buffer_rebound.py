@@ -22,19 +22,24 @@ from swacheck.config import Config
 from swacheck.rule import Invalid, Rule, Valid
 from swacheck.semantics.dtypes import decider
 from swacheck.semantics.function import BIND, FILL, RETURN, Event
-from swacheck.semantics.model import all_models, words
+from swacheck.semantics.model import FULL, SWA, all_models, words
+from swacheck.semantics.project import Function
 from swacheck.semantics.terms import (
     Attr,
     Call,
     Const,
+    Filled,
     Global,
     Index,
+    Local,
     Param,
+    Phi,
     Term,
     alternatives,
     render,
 )
 from swacheck.semantics.unit import FileUnit
+from swacheck.semantics.values import Ctx, rows_root
 from swacheck.triggers import Trigger, all_of, compiled, word
 
 if TYPE_CHECKING:
@@ -73,7 +78,9 @@ class CapturedBufferRebound(Rule):
     `init_forward_metadata_out_graph`, `replay_prepare`, `populate_from_forward_batch`,
     `fill_from`, `load_batch`, `*refill*`) or one that fills a captured buffer in place
     and is not named for setting up (`__init__`, `init_*`, `*capture*`, `*alloc*`,
-    `create`, `build`, `setup`, `register`). Rebinding there is allowed under a test that
+    `create`, `build`, `setup`, `register`) or, so named, tests whether it runs at capture
+    (`_init_full_cg_metadata(self, forward_batch, in_capture)`): its code outside the
+    capture branch runs at every replay. Rebinding there is allowed under a test that
     says the code runs at capture (`if in_capture:`, `if self.is_capturing():`) or
     allocates lazily (`if self.buf is None:`, `if not hasattr(self, "buf"):`).
 
@@ -85,7 +92,11 @@ class CapturedBufferRebound(Rule):
       persistent buffer is an object's `gpu` buffer or a field named for the graph);
     - captured metadata *replaced* on a replay path by a copy of it
       (`self.forward_metadata = dataclasses.replace(metadata, swa_page_table=t)`,
-      `copy.copy(metadata)`): the graph keeps reading the captured object's tensors.
+      `copy.copy(metadata)`): the graph keeps reading the captured object's tensors;
+    - metadata kept for the kernels built on a replay path with an SWA location computed
+      there (`ForwardMetadata(swa_page_table=translated)`), not a view of a persistent
+      buffer (a helper that refills one and returns its view is that view). Reported
+      where the value is last bound.
 
     ## Why is this bad?
     A captured graph replays its kernels on the addresses it captured (invariant I10). A
@@ -108,6 +119,24 @@ class CapturedBufferRebound(Rule):
     origin = "CUDA-graph contract (a graph replays on the addresses it captured)"
 
     VALID = [
+        # a helper refills the captured buffer and returns its view
+        Valid(
+            """
+class Backend:
+    def _refill_swa_loc(self, forward_batch):
+        n = forward_batch.out_cache_loc.shape[0]
+        self.cuda_graph_swa_out_cache_loc[n:].zero_()
+        self.cuda_graph_swa_out_cache_loc[:n].copy_(
+            self.pool.translate_loc_from_full_to_swa(forward_batch.out_cache_loc)
+        )
+        return self.cuda_graph_swa_out_cache_loc[:n]
+
+    def init_forward_metadata_replay_cuda_graph(self, forward_batch):
+        self.forward_metadata = ForwardMetadata(
+            swa_out_cache_loc=self._refill_swa_loc(forward_batch),
+        )
+"""
+        ),
         # The view of the persistent buffer itself handed on; a copy for the host.
         Valid(
             """
@@ -268,6 +297,37 @@ class ForwardBatch:
         ),
     ]
     INVALID = [
+        # replay builds the kept metadata around a freshly translated SWA table
+        Invalid(
+            """
+class Backend:
+    def init_forward_metadata_replay_cuda_graph(self, bs, req_pool_indices, seq_lens):
+        page_table = self.req_to_token[req_pool_indices[:bs], : self.max_pages]
+        swa_page_table = self.token_to_kv_pool.translate_loc_from_full_to_swa(page_table)
+        self.forward_metadata = ForwardMetadata(
+            page_table=self.cuda_graph_page_table,
+            swa_page_table=swa_page_table,
+        )
+""",
+            line=5,
+        ),
+        # a setup-named method that also runs at replay grows the buffer it captured
+        Invalid(
+            """
+import torch
+
+class Backend:
+    def _init_full_cg_metadata(self, forward_batch, in_capture):
+        n = forward_batch.out_cache_loc.shape[0]
+        if in_capture:
+            self.cg_swa_out_cache_loc = torch.zeros((n,), dtype=torch.int64)
+        if n > self.cg_swa_out_cache_loc.shape[0]:
+            self.cg_swa_out_cache_loc = torch.zeros((n,), dtype=torch.int64)
+        self.cg_swa_out_cache_loc[:n].copy_(forward_batch.out_cache_loc_swa)
+        self.cg_swa_out_cache_loc[n:].zero_()
+""",
+            line=10,
+        ),
         # vLLM: a clone of the persistent slot mapping handed to attention instead of
         # the buffer the full CUDA graph captured.
         Invalid(
@@ -517,6 +577,42 @@ class CudaGraphBufferRegistry:
                         "never reaches the replay; fill the captured object's tensors in "
                         "place (I10)",
                     )
+                elif replay and event.kind == BIND and _kept(event.target, function.self_param):
+                    self._fresh_fields(unit, function, event)
+
+    def _fresh_fields(self, unit: FileUnit, function: Function, event: Event) -> None:
+        """Metadata kept for the captured kernels, built on a replay path with a freshly
+        computed SWA location as a field (``ForwardMetadata(swa_page_table=translated)``):
+        the kernels replay on the buffer they captured, which nothing refills."""
+        for _, built in alternatives(event.value):
+            if not isinstance(built, Call):
+                continue
+            for keyword, value in built.kwargs:
+                if unit.model.swa_role(keyword) is None:
+                    continue
+                fresh = next(
+                    (v for _, v in alternatives(value) if _fresh_location(v, unit, function)),
+                    None,
+                )
+                if fresh is None:
+                    continue
+                # where the kept value is last bound to it: the line to change
+                bound = [
+                    e.span
+                    for e in function.facts.events
+                    if e.kind == BIND
+                    and isinstance(e.target, Local)
+                    and e.span.line < event.span.line
+                    and any(v == fresh for _, v in alternatives(e.value or fresh))
+                ]
+                self.report_span(
+                    bound[-1] if bound else event.span,
+                    f"`{keyword}=` of the metadata kept in `{event.text}` on a replay path is "
+                    f"a tensor computed here (`{render(fresh, 50)}`), not the buffer the "
+                    "captured graph reads: the replay keeps reading what that buffer held; "
+                    "copy into the captured buffer and hand on its view (I10)",
+                )
+                return
 
     @classmethod
     def triggers(cls, config: Config) -> frozenset[Trigger] | None:
@@ -586,11 +682,13 @@ class CudaGraphBufferRegistry:
     def _replay_path(
         self, node: cst.FunctionDef, found: FunctionBuffers, owners: BufferOwners
     ) -> bool:
-        """Named for a replay, or filling a captured buffer in place in graph code."""
+        """Named for a replay, or filling a captured buffer in place in graph code (a
+        setup's name too, where the function tests whether it runs at capture: its code
+        outside the capture branch runs at every replay)."""
         name = node.name.value
         if is_replay_name(name):
             return True
-        if is_setup_name(name):
+        if is_setup_name(name) and not found.tests_capture:
             return False
         writes = [f.buffer for f in found.fills] + [r.buffer for r in found.resets]
         if not any(owners.is_captured(buffer, node) for buffer in writes):
@@ -628,6 +726,38 @@ def _copy_of_persistent(term: Term) -> str | None:
             ):
                 return render(base)
     return None
+
+
+def _fresh_location(term: Term, unit: FileUnit, function: Function) -> bool:
+    """A location computed by a call here (a translation, a gather), not a view of a
+    field that persists across replays (a helper returning one counts as that view)."""
+    root = rows_root(term)
+    if not isinstance(root, Call) or _replaced(root):
+        return False
+    ctx = Ctx(function)
+    if not any(f.space in (FULL, SWA) for f in unit.values.space(root, ctx)):
+        return False
+    returned = unit.values.returned(root, ctx)
+    return not returned or any(
+        not isinstance(view, Attr | Param | Const)
+        for term, _ in returned
+        for view in _written_roots(term)
+    )
+
+
+def _written_roots(term: Term, depth: int = 0) -> list[Term]:
+    """The tensors ``term`` may be a view of, through what was written into them in
+    place and the paths that choose them."""
+    out: list[Term] = []
+    for _, value in alternatives(term):
+        root = rows_root(value)
+        while isinstance(root, Filled):
+            root = rows_root(root.base)
+        if isinstance(root, Phi) and depth < 4:
+            out += _written_roots(root, depth + 1)
+        else:
+            out.append(root)
+    return out
 
 
 def _replaced(term: Term) -> bool:

@@ -409,6 +409,8 @@ class FunctionBuffers:
     # Calls that may reset a buffer for the function: method calls and calls given a buffer.
     calls: tuple[cst.Call, ...]
     local_values: Mapping[str, cst.BaseExpression]
+    # The function tests whether it runs at capture: it also runs at replay.
+    tests_capture: bool = False
 
 
 _DESTINATION_WORDS = ("dst", "dest", "out", "target")
@@ -469,6 +471,7 @@ class _Collector(cst.CSTVisitor):
         self.resets: list[Reset] = []
         self.rebindings: list[Rebinding] = []
         self.calls: list[cst.Call] = []
+        self.tests_capture = False
         # per enclosing ``if``: whether its body, and its ``else``, are setup code
         self._guards: list[tuple[bool, bool]] = []
         self._in_else: list[bool] = []
@@ -494,6 +497,7 @@ class _Collector(cst.CSTVisitor):
         if self._orelse and self._orelse[-1] is node:
             self._in_else[-1] = True  # an ``elif`` runs where its ``if`` does not
         capture = _is_capture_test(node.test)
+        self.tests_capture = self.tests_capture or capture is not None
         self._guards.append((capture is True or _is_absence_test(node.test), capture is False))
         self._in_else.append(False)
         self._orelse.append(node.orelse)
@@ -625,6 +629,7 @@ def function_buffers(
         tuple(collector.rebindings),
         tuple(collector.calls),
         local_values,
+        collector.tests_capture,
     )
 
 
