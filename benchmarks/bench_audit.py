@@ -12,7 +12,9 @@ root, as the hook runs, on a file edited in place (a new comment each run, so it
 are new): the largest ``*swa*`` file (it must be parsed) and the largest file no enabled
 rule's triggers occur in (most edits in an engine tree), with the cache warm from the
 audits before; and the SWA file again on an empty cache (the first call ever, which
-reads the whole project). ``ruff check`` on the same SWA file beside them.
+reads the whole project). ``ruff check`` on the same SWA file beside them. Then the
+whole tree again after one more comment line in the SWA file (``tree-after-edit``: what
+an edit costs a warm whole-tree audit, issue 39).
 
 With ``--baseline PYTHON`` (another install of swacheck, e.g. main's venv), that
 interpreter's cold audit and pre-commit calls are timed in the same loop, interleaved
@@ -178,6 +180,7 @@ def main() -> int:
             "one-file-cold": [],
             "one-file": [],
             "one-file-plain": [],
+            "tree-after-edit": [],
             "ruff": [],
             "ruff-one-file": [],
             "fixit": [],
@@ -237,6 +240,14 @@ def main() -> int:
                 times[label].append(measured.seconds)
                 cpu.setdefault(label, []).append(measured.cpu)
                 peak[label] = max(peak.get(label, 0), measured.peak_mib)
+            # Issue 39: one comment line added to the SWA file, then the whole tree, warm.
+            _edit(swa_file, originals[swa_file], run + 2000)
+            measured = timed([*swacheck, *cache, "--output-format", "json", "."], cwd=repo, env=env)
+            _note(spec, run, "tree-after-edit", measured)
+            times["tree-after-edit"].append(measured.seconds)
+            cpu.setdefault("tree-after-edit", []).append(measured.cpu)
+            peak["tree-after-edit"] = max(peak.get("tree-after-edit", 0), measured.peak_mib)
+            outputs.setdefault("tree-after-edit", measured.stdout)
             if not args.no_fixit and run < args.fixit_runs:
                 fixit_env = {**env, "PYTHONPATH": str(HERE)}
                 fixit_cmd = [fixit, "--rules", "fixit_swa002", "lint", "."]
@@ -245,7 +256,10 @@ def main() -> int:
         for path, original in originals.items():
             path.write_bytes(original)
         reference = json.loads(outputs["cold"])
-        identical = {"warm": json.loads(outputs["warm"]) == reference}
+        identical = {
+            "warm": json.loads(outputs["warm"]) == reference,
+            "tree-after-edit": json.loads(outputs["tree-after-edit"]) == reference,
+        }
         # The first pre-commit call on a cold cache finds what the whole audit finds there.
         identical["one-file-cold"] = _by_file(
             json.loads(outputs["one-file-cold"]), swa
