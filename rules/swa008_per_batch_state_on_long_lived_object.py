@@ -46,6 +46,8 @@ _CONSTRUCTORS = {"__init__", "__post_init__", "__new__", "__setstate__"}
 # with the batch (``forward_batch``, ``metadata``, ``spec_info``, ``req``).
 _PER_BATCH_WORDS = frozenset({"batch", "metadata", "meta", "info", "req", "request", "reqs"})
 _DICT_TYPES = frozenset({"dict", "defaultdict", "OrderedDict"})
+# Tensor methods that allocate a new tensor like another (``loc.new_zeros(n)``).
+_ALLOCATIONS = frozenset({"new_zeros", "new_empty", "new_full", "new_ones", "new_tensor"})
 
 
 @dataclass(frozen=True)
@@ -390,6 +392,19 @@ class PerBatchStateOnLongLivedObject(Rule):
     origin = "SGLang PR #24138 review (and PR #25824, which removed set_swa_loc)"
 
     VALID = [
+        # a buffer allocated like the batch's locations at capture, read back at replay
+        Valid(
+            """
+class Backend:
+    def _init_full_cg_metadata(self, forward_batch, in_capture):
+        if in_capture:
+            self.cg_swa_out_cache_loc = forward_batch.out_cache_loc.new_zeros(
+                (forward_batch.out_cache_loc.shape[0],)
+            )
+        n = forward_batch.out_cache_loc.shape[0]
+        self.cg_swa_out_cache_loc[:n].copy_(forward_batch.out_cache_loc_swa)
+"""
+        ),
         # stored on a condition and read only inside the branch that stores it
         Valid(
             """
@@ -931,6 +946,12 @@ class HybridBackend:
         through a local assigned once from one."""
         params = {p.name.value for p in params_of(func)} - {"self", "cls"}
         value = assignment.value
+        if (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value in _ALLOCATIONS
+        ):
+            return False  # a buffer sized or typed like the batch's value, not the value
         if (
             isinstance(value, cst.Call)
             and isinstance(value.func, cst.Attribute)

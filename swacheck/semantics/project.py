@@ -72,9 +72,17 @@ class Project:
         # First components of the project's module names: a name spelled under another
         # package (``torch.cat``) is never matched to a project definition by its last part.
         self._tops: set[str] = set()
+        self._tails: dict[str, str | None] = {}
         for module in modules:
             self.modules[module.module] = module
             self._tops.add(module.module.split(".", 1)[0])
+            # the module by every tail of its dotted name: a tree audited from above its
+            # import root (``python/sglang/...`` of a checkout, a folder given by an
+            # absolute path) spells its imports from below it (``sglang.srt...``)
+            parts = module.module.split(".")
+            for start in range(1, len(parts)):
+                tail = ".".join(parts[start:])
+                self._tails[tail] = None if tail in self._tails else module.module
             for key, cls in module.classes.items():
                 qual = f"{module.module}.{key}"
                 self.classes[qual] = Class(qual, cls, module)
@@ -92,11 +100,21 @@ class Project:
 
     # -- names ----------------------------------------------------------------------------
 
+    def _rooted(self, name: str) -> str:
+        """``name`` with its module spelled as the project names it (``sglang.srt.x.C``
+        -> ``python.sglang.srt.x.C``), where one audited module's name ends so."""
+        parts = name.split(".")
+        for end in range(len(parts) - 1, 0, -1):
+            module = self._tails.get(".".join(parts[:end]))
+            if module is not None:
+                return ".".join([module, *parts[end:]])
+        return name
+
     def class_named(self, name: str) -> Class | None:
         """The class a qualified name spells (``pkg.mod.Cls``), or, where the import
         path does not lead to an audited file, the one class of the project with that
         name."""
-        found = self.classes.get(name)
+        found = self.classes.get(name) or self.classes.get(self._rooted(name))
         if found is not None:
             return found
         if not self._ours(name):
@@ -113,7 +131,7 @@ class Project:
         return None
 
     def function_named(self, name: str) -> Function | None:
-        found = self.functions.get(name)
+        found = self.functions.get(name) or self.functions.get(self._rooted(name))
         if found is not None:
             return found
         if not self._ours(name):
@@ -128,11 +146,11 @@ class Project:
         return None
 
     def _ours(self, name: str) -> bool:
-        return "." not in name or name.split(".", 1)[0] in self._tops
+        return "." not in name or name.split(".", 1)[0] in self._tops or self._rooted(name) != name
 
     def global_value(self, name: str) -> tuple[Term, Function] | None:
         """The value a module-level name holds, with its module's top level."""
-        module, _, short = name.rpartition(".")
+        module, _, short = self._rooted(name).rpartition(".")
         facts = self.modules.get(module)
         if facts is None or short not in facts.globals:
             return None

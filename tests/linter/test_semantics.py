@@ -200,6 +200,41 @@ def test_spaces_follow_sources_translations_and_helpers_across_files() -> None:
     assert spaces(result, "backend.Backend.init", "gathered") == {SWA}
 
 
+@pytest.mark.parametrize("above", ["python/", "../../checkout/", "/abs/checkout/python/"])
+def test_imports_resolve_in_a_tree_audited_from_above_its_import_root(above: str) -> None:
+    """``python/sglang/...`` of a checkout, or a folder given from elsewhere, spells its
+    imports from below the path its files are keyed by."""
+    files = {
+        "sglang/srt/pool.py": """
+        SINK = 0
+
+        class SWAKVPool:
+            def translate_loc_from_full_to_swa(self, kv_indices):
+                return self.full_to_swa_index_mapping[kv_indices]
+        """,
+        "sglang/srt/backend.py": """
+        from sglang.srt.pool import SINK, SWAKVPool
+
+        class Backend:
+            def __init__(self, pool: SWAKVPool):
+                self.pool = pool
+
+            def init(self, forward_batch):
+                swa = self.pool.translate_loc_from_full_to_swa(forward_batch.out_cache_loc)
+        """,
+    }
+    modules = []
+    for path, code in files.items():
+        code = textwrap.dedent(code)
+        modules.append(module_facts(ast.parse(code), code, above + path))
+    result = Analysis(modules, Config())
+    pool = result.project.class_named("sglang.srt.pool.SWAKVPool")
+    assert pool is not None and pool.qual.endswith(".sglang.srt.pool.SWAKVPool")
+    assert result.project.global_value("sglang.srt.pool.SINK") is not None
+    backend = next(q for q in result.project.functions if q.endswith("Backend.init"))
+    assert spaces(result, backend, "swa") == {SWA}
+
+
 def test_a_parameter_the_function_translates_is_a_full_location() -> None:
     result = analysis(
         m="""
