@@ -61,7 +61,7 @@ from swacheck.semantics.terms import (
 )
 from swacheck.semantics.unit import FileUnit
 from swacheck.semantics.uses import role_uses
-from swacheck.semantics.values import Ctx, rows_root
+from swacheck.semantics.values import Ctx, rows_root, tensor_root
 from swacheck.triggers import Trigger, all_of, word
 
 if TYPE_CHECKING:
@@ -1284,9 +1284,7 @@ class Runner:
             func = call.func
             if not isinstance(func, Attr) or func.name not in _OUT_OF_PLACE:
                 continue
-            root = rows_root(func.base)
-            while isinstance(root, Filled):  # what was written into it before
-                root = rows_root(root.base)
+            root = tensor_root(func.base)
             name = root.name if isinstance(root, Attr | Local | Param) else ""
             name = name.lstrip("_")
             if unit.model.location_role(name) is None and not unit.model.is_location_name(name):

@@ -28,7 +28,6 @@ from swacheck.semantics.terms import (
     Attr,
     Call,
     Const,
-    Filled,
     Global,
     Index,
     Local,
@@ -39,7 +38,7 @@ from swacheck.semantics.terms import (
     render,
 )
 from swacheck.semantics.unit import FileUnit
-from swacheck.semantics.values import Ctx, rows_root
+from swacheck.semantics.values import Ctx, rows_root, tensor_root
 from swacheck.triggers import Trigger, all_of, compiled, word
 
 if TYPE_CHECKING:
@@ -750,9 +749,7 @@ def _written_roots(term: Term, depth: int = 0) -> list[Term]:
     place and the paths that choose them."""
     out: list[Term] = []
     for _, value in alternatives(term):
-        root = rows_root(value)
-        while isinstance(root, Filled):
-            root = rows_root(root.base)
+        root = tensor_root(value)
         if isinstance(root, Phi) and depth < 4:
             out += _written_roots(root, depth + 1)
         else:

@@ -817,6 +817,15 @@ def rows_root(term: Term) -> Term:
             return root
 
 
+def tensor_root(term: Term) -> Term:
+    """The tensor a term is rows of, through what was written into it in place
+    (``buf[n:].zero_()`` then ``buf[:n]`` is ``buf``)."""
+    root = rows_root(term)
+    while isinstance(root, Filled):
+        root = rows_root(root.base)
+    return root
+
+
 def _written_before(facts: FunctionFacts) -> dict[str, tuple[int, int]]:
     """The statement where each parameter is first written into: filled in place, or
     handed to a kernel launch (which writes the buffers it is handed). What such a parameter holds
