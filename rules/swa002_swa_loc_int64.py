@@ -188,15 +188,12 @@ class SwaLocInt64(Rule):
             """
 import torch
 
-class SWAKVPool:
-    def translate_loc_from_full_to_swa(self, kv_indices):
-        return self.full_to_swa_index_mapping[kv_indices].to(torch.int32)
-
 class SWAAllocator:
     def translate_loc_from_full_to_swa(self, kv_indices):
         out = self._kvcache.translate_loc_from_full_to_swa(kv_indices)
         return out.to(torch.int32)
-"""
+""",
+            files={"pool.py": _POOL_INT32},
         ),
         # the int64 dtype is bound on the other branch: it never reaches the page table
         Valid(
@@ -430,10 +427,6 @@ swa_loc = torch.arange(n).long()
             """
 import torch
 
-class SWAKVPool:
-    def translate_loc_from_full_to_swa(self, kv_indices):
-        return self.full_to_swa_index_mapping[kv_indices].to(torch.int32)
-
 class SWAAllocator:
     def translate_loc_from_full_to_swa(self, kv_indices):
         return self._kvcache.translate_loc_from_full_to_swa(kv_indices).type_as(kv_indices)
@@ -442,7 +435,8 @@ def write_loc(allocator: SWAAllocator, forward_batch):
     loc = forward_batch.out_cache_loc.to(torch.int64)
     return allocator.translate_loc_from_full_to_swa(loc)
 """,
-            line=10,
+            line=6,
+            files={"pool.py": _POOL_INT32},
         ),
         # a page table allocated with another tensor's dtype: the batch's int64 locations
         Invalid(

@@ -25,6 +25,20 @@ from swacheck.fix_safety import safe_fix
 from swacheck.rule import Invalid, Rule, Valid
 from swacheck.triggers import Trigger
 
+# The allocator of the examples: its table built with a trailing -1 sentinel row.
+_ALLOCATOR = """
+import torch
+
+class SWATokenToKVPoolAllocator:
+    def __init__(self, size, page_size, device):
+        self.full_to_swa_index_mapping = torch.cat(
+            [
+                torch.zeros(size + page_size, dtype=torch.int64, device=device),
+                torch.tensor([-1], dtype=torch.int64, device=device),
+            ]
+        )
+"""
+
 
 @dataclass(frozen=True)
 class _Write:
@@ -159,35 +173,15 @@ class Allocator:
     ]
     INVALID = [
         Invalid(
-            """
-import torch
-
-class SWATokenToKVPoolAllocator:
-    def __init__(self, size, page_size, device):
-        self.full_to_swa_index_mapping = torch.cat(
-            [
-                torch.zeros(size + page_size, dtype=torch.int64, device=device),
-                torch.tensor([-1], dtype=torch.int64, device=device),
-            ]
-        )
-
+            _ALLOCATOR
+            + """
     def clear(self):
         self.full_attn_allocator.clear()
         self.full_to_swa_index_mapping.fill_(0)
 """,
             line=15,
-            fixed="""
-import torch
-
-class SWATokenToKVPoolAllocator:
-    def __init__(self, size, page_size, device):
-        self.full_to_swa_index_mapping = torch.cat(
-            [
-                torch.zeros(size + page_size, dtype=torch.int64, device=device),
-                torch.tensor([-1], dtype=torch.int64, device=device),
-            ]
-        )
-
+            fixed=_ALLOCATOR
+            + """
     def clear(self):
         self.full_attn_allocator.clear()
         self.full_to_swa_index_mapping[:-1].fill_(0)
@@ -195,18 +189,8 @@ class SWATokenToKVPoolAllocator:
         ),
         # a range up to the table's own length is the whole table
         Invalid(
-            """
-import torch
-
-class SWATokenToKVPoolAllocator:
-    def __init__(self, size, page_size, device):
-        self.full_to_swa_index_mapping = torch.cat(
-            [
-                torch.zeros(size + page_size, dtype=torch.int64, device=device),
-                torch.tensor([-1], dtype=torch.int64, device=device),
-            ]
-        )
-
+            _ALLOCATOR
+            + """
     def clear(self):
         mapping = self.full_to_swa_index_mapping
         mapping[1 : mapping.shape[0]] = 0

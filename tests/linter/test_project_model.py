@@ -134,6 +134,15 @@ def test_a_files_engine_is_the_package_folder_nearest_it(path: str, engine: str)
     assert engine_of(path) == engine
 
 
+def _vllm_tree(root: Path, name: str, text: str) -> None:
+    """A git project holding a ``vllm`` package with one module (audited with vLLM's model)."""
+    (root / ".git").mkdir()
+    package = root / "vllm"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / name).write_text(text)
+
+
 VLLM_BUILDER = """
 import torch
 
@@ -162,11 +171,7 @@ def test_vllms_cache_kernels_take_int64_slots(
 ) -> None:
     """The vLLM model's sinks: a slot mapping handed to a cache kernel of vLLM's csrc in
     another dtype than int64, whether cast literally or to another tensor's dtype."""
-    (tmp_path / ".git").mkdir()
-    package = tmp_path / "vllm"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "cpu_attn.py").write_text(VLLM_BUILDER.format(dtype=dtype))
+    _vllm_tree(tmp_path, "cpu_attn.py", VLLM_BUILDER.format(dtype=dtype))
     out = swacheck_at(tmp_path)("audit", "--no-cache", "--select", "SWA002", ".", check_rc=None)
     assert ("cpu_attn.py:8:" in out.stdout and "torch.int64" in out.stdout) == found, out.stdout
 
@@ -189,10 +194,6 @@ def test_a_qualified_slot_mapping_is_one_of_vllms_slot_mappings(
 ) -> None:
     """A name ending in a location the model names (``_context_slot_mappings``) is that
     location: vLLM's slot mappings are int64 whatever their prefix."""
-    (tmp_path / ".git").mkdir()
-    package = tmp_path / "vllm"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "speculator.py").write_text(VLLM_SPECULATOR.format(dtype=dtype))
+    _vllm_tree(tmp_path, "speculator.py", VLLM_SPECULATOR.format(dtype=dtype))
     out = swacheck_at(tmp_path)("audit", "--no-cache", "--select", "SWA002", ".", check_rc=None)
     assert ("speculator.py:8:" in out.stdout and "torch.int64" in out.stdout) == found, out.stdout
