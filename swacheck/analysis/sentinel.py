@@ -25,6 +25,7 @@ from swacheck.analysis.aliases import VIEW_METHODS
 from swacheck.analysis.names import Names, target_name
 from swacheck.analysis.walk import walk
 from swacheck.context import FileContext
+from swacheck.rows import position
 
 # Factories whose result is int64 when no dtype is given (for integer data).
 INT64_BY_DEFAULT = frozenset(
@@ -49,7 +50,7 @@ class Design:
 
     trailing: int | None  # the last row's value (-1), if the table has such a row
     head: int | None  # row 0's value (0), if the body starts at 0 (zeros, arange)
-    row: int
+    row: int = position()
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from swacheck.analysis.modes import guard_key
 from swacheck.analysis.names import dotted_name
 from swacheck.analysis.walk import children
 from swacheck.analysis.writes import Event, node_events
+from swacheck.rows import position
 
 CONSTRUCTORS = frozenset({"__init__", "__post_init__", "__new__", "__setstate__"})
 
@@ -38,7 +39,7 @@ class FunctionSkeleton:
 
     name: str
     cls: str | None  # the class it is a method of, or None
-    line: int
+    line: int = position()
     params: tuple[str, ...]
     # Parameter / local name -> class name, from annotations and ``x = Cls(...)``.
     local_types: tuple[tuple[str, str], ...]

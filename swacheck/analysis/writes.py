@@ -33,6 +33,7 @@ import libcst as cst
 from swacheck.analysis.aliases import AttrRef, attr_ref
 from swacheck.analysis.names import dotted_name
 from swacheck.analysis.walk import children
+from swacheck.rows import position
 
 CALL = "call"
 WRITE = "write"
@@ -75,7 +76,7 @@ class Event:
     # CALL: dotted text of the receiver (``self.pool``), ``None`` for a plain function,
     # ``"?"`` for an expression; WRITE: the attribute's receiver.
     receiver: str | None
-    line: int = 0
+    line: int = position(default=0)
     # WRITE: how ("subscript store", "in-place `fill_()`", ...).
     how: str = ""
     conditional: bool = False

@@ -26,6 +26,7 @@ import pickle
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from swacheck.rows import position
 from swacheck.semantics import cfg as cfgs
 from swacheck.semantics.guards import literals, reads
 from swacheck.semantics.terms import (
@@ -125,10 +126,10 @@ _UNARY = {ast.Not: "not", ast.USub: "neg", ast.UAdd: "pos", ast.Invert: "~"}
 class Span:
     """A source range: 1-based rows, 0-based character columns."""
 
-    line: int
-    col: int
-    end_line: int
-    end_col: int
+    line: int = position()
+    col: int = position()
+    end_line: int = position()
+    end_col: int = position()
 
 
 @dataclass(slots=True)
@@ -183,7 +184,7 @@ class FunctionFacts:
     exc_succs: tuple[tuple[int, ...], ...] = ()
     labels: tuple[tuple[tuple[int, str], ...], ...] = ()
     tests: tuple[Term | None, ...] = ()
-    lines: tuple[int, ...] = ()  # each node's first row (0 for the virtual ones)
+    lines: tuple[int, ...] = position(default=())  # each node's first row (0: virtual)
     events: tuple[Event, ...] = ()
     returns: Term = UNKNOWN
     # The body is only a docstring, ``pass``, ``...``, a bare ``return`` or ``raise``.
@@ -341,6 +342,15 @@ class Scope:
         # name defined nowhere is taken as a class when it is capitalised.
         self.foldable = {*imports.values(), *WELL_KNOWN_MODULES}
         self.foldable.update(self.global_name(c) for c in classes)
+        # Each call that makes a new tensor, numbered in the order the module's analysis
+        # meets it (see :class:`Call`'s ``site``).
+        self._sites: dict[tuple[int, int], int] = {}
+
+    def site(self, node: ast.expr) -> int:
+        """The module-wide number of the new tensor ``node`` makes: the same on every
+        visit of the node, different for two nodes, and the same after an edit elsewhere
+        shifts rows (the module's facts then differ in their positions only)."""
+        return self._sites.setdefault((node.lineno, node.col_offset), len(self._sites) + 1)
 
     def global_name(self, name: str) -> str:
         if name in self.imports:
@@ -1153,7 +1163,7 @@ class Analysis:
         if decides is not None or (
             isinstance(func, Global) and func.name.rsplit(".", 1)[-1] in _FACTORIES
         ):
-            site = node.lineno * 65536 + node.col_offset  # a new tensor: one per place
+            site = self.scope.site(node)  # a new tensor: one per place
         call = Call(func, tuple(args), tuple(kwargs), star, site)
         special = self._builtin(call, node)
         if special is not None:

@@ -182,9 +182,20 @@ def module_facts(
 
 
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-# Functions this short are analysed whatever they mention: helpers (``_alloc_buffer``)
-# are short, and a short function costs little.
-SHORT_FUNCTION = 12
+# Functions of at most this many statements are analysed whatever they mention: helpers
+# (``_alloc_buffer``) are short, and a short function costs little. Statements, not rows:
+# a comment or a blank line changes no file's facts but their positions.
+SHORT_FUNCTION = 10
+
+
+def _short(node: ast.AST) -> bool:
+    count = 0
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.stmt):
+            count += 1
+            if count > SHORT_FUNCTION + 1:  # the definition itself is one
+                return False
+    return True
 
 
 def _selected(
@@ -207,12 +218,7 @@ def _selected(
     for node in functions:
         by_name.setdefault(node.name, []).append(node)
     chosen: set[ast.AST] = set()
-    todo = [
-        node
-        for node in functions
-        if (node.end_lineno or node.lineno) - node.lineno < SHORT_FUNCTION
-        or relevant(source_of(node))
-    ]
+    todo = [node for node in functions if _short(node) or relevant(source_of(node))]
     while todo:
         node = todo.pop()
         if node in chosen:

@@ -146,9 +146,10 @@ class Slice(Term):
 class Call(Term):
     """The result of calling ``func``; ``star`` when ``*args``/``**kwargs`` were passed.
 
-    ``site``: where a call that makes a new tensor (an allocation, a cast) is written
-    (``row * 65536 + column``), so that two written alike are two values; 0 for others,
-    which compare by what they call (two tests of ``mode.is_decode()`` line up)."""
+    ``site``: which call that makes a new tensor (an allocation, a cast) it is, numbered
+    within its module (:meth:`Scope.site`), so that two written alike are two values; 0
+    for others, which compare by what they call (two tests of ``mode.is_decode()`` line
+    up)."""
 
     func: Term
     args: tuple[Term, ...] = ()
