@@ -840,7 +840,7 @@ self.swa_loc = loc.long()
         self._text = unit.text
         reported: set[tuple[int, int]] = set()
         for function, use in conventions.uses(unit.module):
-            judged = f"{unit.module.path}:{use.place.line}"
+            judged = (unit.module.path, use.place.line)
             expected = conventions.convention(unit.module, use.role or WRITE, judged)
             if expected is None:
                 continue

@@ -13,6 +13,7 @@ from swacheck.analysis.names import dotted_name
 from swacheck.analysis.skeletons import annotation_class, params_of
 from swacheck.analysis.walk import walk
 from swacheck.config import DEFAULT_SWA_LOC_PATTERN, Config
+from swacheck.rows import cite, position
 from swacheck.rule import Invalid, Rule, Valid
 from swacheck.semantics.function import BIND, CALL, DELETE, FILL, RETURN, Event
 from swacheck.semantics.guards import is_none_test
@@ -54,14 +55,24 @@ _ALLOCATIONS = frozenset({"new_zeros", "new_empty", "new_full", "new_ones", "new
 class Setter:
     method: str
     attr: str
-    line: int
+    line: int = position()
+
+
+@dataclass(frozen=True)
+class Read:
+    """A read of a per-batch attribute, in ``function`` (its name; ``None`` outside
+    one): of ``self`` in a method, or of another object."""
+
+    attr: str
+    function: str | None
+    line: int = position()
 
 
 @dataclass
 class ClassFacts:
     setters: list[Setter] = field(default_factory=list)
-    # (attribute, method, line) of each ``self.<attr>`` read
-    reads: list[tuple[str, str, int]] = field(default_factory=list)
+    # each ``self.<attr>`` read, with its method
+    reads: list[Read] = field(default_factory=list)
     # attributes set to ``None`` (or deleted) on ``self`` outside a constructor
     resets: set[str] = field(default_factory=set)
 
@@ -69,8 +80,8 @@ class ClassFacts:
 @dataclass
 class FileFacts:
     classes: dict[str, ClassFacts] = field(default_factory=dict)
-    # (attribute, line) of each ``<expr>.<attr>`` / ``getattr(x, "<attr>")`` read not on self
-    other_reads: list[tuple[str, int]] = field(default_factory=list)
+    # each ``<expr>.<attr>`` / ``getattr(x, "<attr>")`` read not on self
+    other_reads: list[Read] = field(default_factory=list)
     # attributes set to ``None`` on some other object (``pool.swa_loc = None``)
     other_resets: set[str] = field(default_factory=set)
     # methods called with a lone ``None`` (``pool.set_swa_loc(None)``)
@@ -180,6 +191,7 @@ class _FactsCollector(cst.CSTVisitor):
         self.facts = FileFacts()
         # innermost last: (class facts, method name) or None outside a method
         self._scopes: list[tuple[ClassFacts | None, str | None]] = []
+        self._functions: list[str] = []
         self._stores: set[int] = set()
 
     def _line(self, node: cst.CSTNode) -> int:
@@ -200,6 +212,7 @@ class _FactsCollector(cst.CSTVisitor):
         self._scopes.pop()
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._functions.append(node.name.value)
         cls, method = self._scopes[-1] if self._scopes else (None, None)
         if cls is not None and method is None:
             self._scopes.append((cls, node.name.value))
@@ -210,6 +223,7 @@ class _FactsCollector(cst.CSTVisitor):
             self._scopes.append((None, None) if cls is None else (cls, method))
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self._functions.pop()
         self._scopes.pop()
 
     # -- stores -----------------------------------------------------------------------
@@ -260,9 +274,13 @@ class _FactsCollector(cst.CSTVisitor):
         method = self._method
         if _is_self(node.value):
             if method is not None:
-                method[0].reads.append((attr, method[1], self._line(node)))
+                method[0].reads.append(Read(attr, method[1], self._line(node)))
         else:
-            self.facts.other_reads.append((attr, self._line(node)))
+            self._read_elsewhere(attr, node)
+
+    def _read_elsewhere(self, attr: str, node: cst.CSTNode) -> None:
+        function = self._functions[-1] if self._functions else None
+        self.facts.other_reads.append(Read(attr, function, self._line(node)))
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -271,7 +289,7 @@ class _FactsCollector(cst.CSTVisitor):
             if isinstance(name, cst.SimpleString):
                 attr = name.evaluated_value
                 if isinstance(attr, str) and _per_batch(self.names, attr):
-                    self.facts.other_reads.append((attr, self._line(node)))
+                    self._read_elsewhere(attr, node)
         if isinstance(func, cst.Attribute) and len(node.args) == 1 and _is_none(node.args[0].value):
             method = func.attr.value
             lowered = method.lower()
@@ -286,14 +304,14 @@ class _Facts:
     def __init__(self, project: ProjectIndex) -> None:
         self.project = project
         self.by_class: dict[tuple[str, str], ClassFacts] = {}
-        self.other_reads: dict[str, list[tuple[str, int]]] = {}
+        self.other_reads: dict[str, list[tuple[str, Read]]] = {}
         self.other_resets: set[str] = set()
         self.none_calls: set[str] = set()
         for path, facts in project.rule_facts(PerBatchStateOnLongLivedObject.code):
             for name, cls in facts.classes.items():
                 self.by_class[(path, name)] = cls
-            for attr, line in facts.other_reads:
-                self.other_reads.setdefault(attr, []).append((path, line))
+            for read in facts.other_reads:
+                self.other_reads.setdefault(read.attr, []).append((path, read))
             self.other_resets |= facts.other_resets
             self.none_calls |= facts.none_calls
         self.all_classes: list[ClassInfo] = [
@@ -1044,13 +1062,17 @@ class HybridBackend:
             cls_facts = facts.of(info)
             setters |= {s.method for s in cls_facts.setters if s.attr == attr}
             reset = reset or attr in cls_facts.resets
-            for read_attr, method, line in cls_facts.reads:
+            for read in cls_facts.reads:
                 if (
-                    read_attr == attr
-                    and method not in _CONSTRUCTORS
-                    and ((info.path, info.name, method) != here or _later(line, after, span))
+                    read.attr == attr
+                    and read.function not in _CONSTRUCTORS
+                    and (
+                        (info.path, info.name, read.function) != here
+                        or _later(read.line, after, span)
+                    )
                 ):
-                    reads.append(f"{info.path}:{line} in {info.name}.{method}()")
+                    within = f"{info.name}.{read.function}()"
+                    reads.append(cite(info.path, read.line, ctx.path, within))
         owners = [
             c
             for c in facts.all_classes
@@ -1058,10 +1080,10 @@ class HybridBackend:
         ]
         if holders is None or not owners:
             reads += [
-                f"{path}:{line}"
-                for path, line in facts.other_reads.get(attr, [])
-                if not (path == ctx.path and span[0] <= line <= span[1])
-                or (path == ctx.path and _later(line, after, span))
+                cite(path, read.line, ctx.path, f"{read.function}()" if read.function else "")
+                for path, read in facts.other_reads.get(attr, [])
+                if not (path == ctx.path and span[0] <= read.line <= span[1])
+                or (path == ctx.path and _later(read.line, after, span))
             ]
         reset = reset or attr in facts.other_resets or bool(setters & facts.none_calls)
         if reset or not reads:
@@ -1087,7 +1109,7 @@ class HybridBackend:
                 f"a batch that does not pass through `{func.name.value}()` reads the previous "
                 "batch's value; pass it with the batch instead (I8)"
             )
-        self.report(assignment, message, notes=tuple(f"read at {r}" for r in reads))
+        self.report(assignment, message, notes=tuple(f"read at {r}" for r in dict.fromkeys(reads)))
 
 
 def _within(ctx: FileContext, node: cst.CSTNode, func: cst.FunctionDef) -> bool:

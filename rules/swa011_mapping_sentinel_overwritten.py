@@ -22,6 +22,7 @@ from swacheck.config import Config
 from swacheck.context import FileContext
 from swacheck.finding import Fix
 from swacheck.fix_safety import safe_fix
+from swacheck.rows import cite
 from swacheck.rule import Invalid, Rule, Valid
 from swacheck.triggers import Trigger
 
@@ -326,7 +327,8 @@ class Allocator:
                 continue
             path, design = known
             later = writes[index + 1 :]
-            self._judge(node, write, design, f"{path}:{design.row}", later)
+            built = cite(path, design.row, self.context.path)
+            self._judge(node, write, design, built, later)
 
     def _judge(
         self,

@@ -64,6 +64,7 @@ from typing import Any
 from swacheck import __version__
 from swacheck.config import Config
 from swacheck.files import read_regular
+from swacheck.rows import is_position
 
 _GITIGNORE = "# Automatically created by swacheck.\n*\n"
 # The entries' layout: part of every signature, so an entry of another layout is a miss.
@@ -612,6 +613,8 @@ class _Digests:
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             digest.update(b"D" + type(value).__name__.encode())
             for f in dataclasses.fields(value):
+                if is_position(f):
+                    continue
                 digest.update(f.name.encode() + b"=" + self.of(getattr(value, f.name)))
         elif isinstance(value, dict):
             digest.update(b"M")
@@ -631,12 +634,15 @@ class _Digests:
 
 
 def facts_digest(facts: Any) -> str:
-    """A digest of one file's first-pass result, stable across processes and runs."""
+    """A digest of one file's first-pass result without its positions (fields marked
+    :func:`swacheck.rows.position`), stable across processes and runs: other files'
+    findings are a function of it, so an edit that only shifts a file's rows leaves it,
+    and them, as they were."""
     return _Digests().of(facts).hex()
 
 
 def project_digest(file_digests: Mapping[str, str]) -> str:
-    """A digest of the whole project index from its files' :func:`facts_digest`."""
+    """A digest of the whole project from one digest per file."""
     digest = hashlib.sha256()
     for path in sorted(file_digests):
         digest.update(f"{path}\0{file_digests[path]}\n".encode("utf-8", "surrogateescape"))

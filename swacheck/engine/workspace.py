@@ -935,17 +935,22 @@ class Workspace:
         return records
 
     def _project_index(self, records: dict[str, FactsRecord]) -> tuple[ProjectIndex, str]:
-        """The project index of these facts (the last one again if nothing changed), in
+        """The project index of these facts (the last one again if no file changed), in
         the order of a walk of the project (each folder's entries by name, depth first),
         whichever files are asked about: where several files could answer a question
         (which one builds the mapping's sentinel), the first answers, so the order is part
         of what a file's findings are a function of, and its cached findings are keyed by
-        the facts alone."""
+        the facts alone. With it, the digest of what the facts say: a file's findings
+        depend on its own bytes and on that, not on where other files' rows fall
+        (:func:`facts_digest`)."""
         from swacheck.analysis.index import ModuleFacts, ProjectIndex
 
-        digest = project_digest({key: record.facts_digest for key, record in records.items()})
-        if self._index is not None and self._index[0] == digest:
-            return self._index[1], digest
+        meaning = project_digest({key: record.facts_digest for key, record in records.items()})
+        versions = project_digest(
+            {key: f"{r.digest}\0{r.profile}\0{r.facts_digest}" for key, r in records.items()}
+        )
+        if self._index is not None and self._index[0] == versions:
+            return self._index[1], meaning
         facts: list[ModuleFacts] = [
             records[key].facts
             for key in sorted(records, key=lambda key: key.split("/"))
@@ -954,8 +959,8 @@ class Workspace:
         project = self._index[1].updated_to(facts) if self._index is not None else None
         if project is None:
             project = ProjectIndex(facts)
-        self._index = (digest, project)
-        return project, digest
+        self._index = (versions, project)
+        return project, meaning
 
     def _second_pass(
         self,

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from swacheck.rows import cite
 from swacheck.semantics.dtypes import (
     ALLOCATION,
     ASSERTED,
@@ -58,7 +59,16 @@ class Convention:
 class Evidence:
     dtype: str
     kind: str
-    where: str
+    path: str
+    within: str  # the function or method, as a message names it
+    row: int = 0  # the value's, where it is one (0: the function's)
+
+    @property
+    def place(self) -> tuple[str, int]:
+        return self.path, self.row
+
+    def cited(self, here: str) -> str:
+        return cite(self.path, self.row, here, self.within)
 
 
 def noun(role: str) -> str:
@@ -122,16 +132,14 @@ class Conventions:
                 if d.dtype not in INTEGERS or d.kind == DEFAULT:
                     continue
                 if d.kind in kinds and (d.literal or d.kind != ALLOCATION):
-                    out.append(Evidence(d.dtype, d.kind, _where(d, function, use)))
+                    out.append(_evidence(d.dtype, d.kind, function, use.place.line))
         if role != WRITE and ALLOCATION in kinds:
             out += self._full_tables(module)
         if ASSERTED in kinds:
             for function in self._functions(module):
                 for param, dtype in asserted_parameters(function.facts).items():
                     if dtype in INTEGERS and self.model.swa_role(param) == role:
-                        out.append(
-                            Evidence(dtype, ASSERTED, f"{module.path}, `{function.facts.name}()`")
-                        )
+                        out.append(_evidence(dtype, ASSERTED, function))
         return out
 
     def _full_tables(self, module: ModuleFacts) -> list[Evidence]:
@@ -148,9 +156,7 @@ class Conventions:
                     continue
                 for d in self.dtypes.of(event.value, Ctx(function)):
                     if d.kind == ALLOCATION and d.literal and d.dtype in INTEGERS:
-                        out.append(
-                            Evidence(d.dtype, ALLOCATION, f"{module.path}:{event.span.line}")
-                        )
+                        out.append(_evidence(d.dtype, ALLOCATION, function, event.span.line))
         return out
 
     def translation(self) -> list[Evidence]:
@@ -161,13 +167,7 @@ class Conventions:
             for function in self.dtypes.translate_methods():
                 for d in self.dtypes.of(function.facts.returns, Ctx(function)):
                     if d.dtype in INTEGERS:
-                        found.append(
-                            Evidence(
-                                d.dtype,
-                                TRANSLATION,
-                                f"{function.module.path}, `{function.facts.name}`",
-                            )
-                        )
+                        found.append(_evidence(d.dtype, TRANSLATION, function))
             self._translation = found
         return self._translation
 
@@ -178,9 +178,7 @@ class Conventions:
             for function in self.project.methods_named(method):
                 for param, dtype in asserted_parameters(function.facts).items():
                     if dtype in INTEGERS and self.model.swa_role(param) == WRITE:
-                        out.append(
-                            Evidence(dtype, ASSERTED, f"{function.module.path}, `{method}()`")
-                        )
+                        out.append(_evidence(dtype, ASSERTED, function))
         return out
 
     def _project_casts(self, role: str) -> list[Evidence]:
@@ -197,9 +195,9 @@ class Conventions:
     # -- conventions ---------------------------------------------------------------------
 
     def convention(
-        self, module: ModuleFacts, role: str, judged: str | None = None
+        self, module: ModuleFacts, role: str, judged: tuple[str, int] | None = None
     ) -> Convention | None:
-        """``role``'s convention in ``module``; ``judged``: the place (``path:line``) of
+        """``role``'s convention in ``module``; ``judged``: the place (path, row) of
         the value being judged, whose own dtype is no evidence of the convention it is
         judged by (one int64 page table among the file's int32 ones is the odd one out,
         not a reason to find no convention)."""
@@ -209,7 +207,7 @@ class Conventions:
         found = self._conventions[key]
         if not isinstance(found, list):
             return found
-        return self._from_levels(role, found, judged)
+        return self._from_levels(role, found, judged, module.path)
 
     def _convention(
         self, module: ModuleFacts, role: str
@@ -245,12 +243,16 @@ class Conventions:
 
     @staticmethod
     def _from_levels(
-        role: str, levels: list[tuple[str, list[Evidence]]], judged: str | None
+        role: str,
+        levels: list[tuple[str, list[Evidence]]],
+        judged: tuple[str, int] | None,
+        here: str,
     ) -> Convention | None:
         held = [(scope, _without(found, judged)) for scope, found in levels]
         for scope, evidence in held:
             if len({e.dtype for e in evidence}) == 1:
-                return Convention(evidence[0].dtype, _why(scope, evidence[0], noun(role)))
+                why = _why(scope, evidence[0], noun(role), here)
+                return Convention(evidence[0].dtype, why)
         if any(evidence for _, evidence in held):
             return None  # the code holds both dtypes for the role: no one convention
         return Convention(
@@ -321,29 +323,29 @@ class Conventions:
         return self._slots
 
 
-def _without(evidence: list[Evidence], judged: str | None) -> list[Evidence]:
+def _without(evidence: list[Evidence], judged: tuple[str, int] | None) -> list[Evidence]:
     """``evidence`` without the judged value's own, where the rest agree and are two or
     more (it is the odd one out); one against one stays a disagreement."""
-    rest = [e for e in evidence if e.where != judged]
+    rest = [e for e in evidence if e.place != judged]
     if len(rest) < len(evidence) and len(rest) >= 2 and len({e.dtype for e in rest}) == 1:
         return rest
     return evidence
 
 
-def _where(d: Decision, function: Function, use: Use) -> str:
-    return f"{function.module.path}:{use.place.line}"
+def _evidence(dtype: str, kind: str, function: Function, row: int = 0) -> Evidence:
+    return Evidence(dtype, kind, function.module.path, f"`{function.facts.key}()`", row)
 
 
-def _why(scope: str, evidence: Evidence, what: str) -> str:
+def _why(scope: str, evidence: Evidence, what: str, here: str) -> str:
     dtype = f"torch.{evidence.dtype}"
     if scope == "file":
         verb = {ASSERTED: "asserts", ALLOCATION: "allocates"}.get(evidence.kind, "casts")
-        return f"this file {verb} its {what} as {dtype} ({evidence.where})"
+        return f"this file {verb} its {what} as {dtype} ({evidence.cited(here)})"
     how = {
         TRANSLATION: f"its translation returns {dtype}",
         ASSERTED: f"its KV store asserts {dtype}",
     }.get(evidence.kind, f"it casts them to {dtype}")
-    return f"{what} are {dtype} in this project: {how} ({evidence.where})"
+    return f"{what} are {dtype} in this project: {how} ({evidence.cited(here)})"
 
 
 def _configured(config: object, role: str) -> str | None:

@@ -196,3 +196,28 @@ def test_a_facts_digest_reads_each_shared_term_once() -> None:
     assert facts_digest(chain(60)) == facts_digest(chain(60))
     assert facts_digest(chain(60)) != facts_digest(chain(60, last="y"))
     assert facts_digest({"a": {1, 2, 3}}) == facts_digest({"a": {3, 2, 1}})
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.py")), ids=lambda p: p.name)
+def test_a_facts_digest_leaves_positions_out_and_keeps_the_rest(path: Path) -> None:
+    """A file's facts digest keys other files' findings (issue 39): rows shifted by a
+    comment above a definition or a blank line or comment inside one leave it; a dtype
+    changed or a function added does not."""
+    from swacheck.engine.cache import facts_digest
+
+    text = path.read_text()
+    digest = facts_digest(_facts(path.name, text.encode()))
+    lines = text.splitlines(keepends=True)
+    body = next(i for i, line in enumerate(lines) if line.startswith("        "))
+    moved = [
+        "# moved\n\n" + text,
+        "".join([*lines[:body], "\n", *lines[body:]]),
+        "".join([*lines[:body], "        # a comment\n", *lines[body:]]),
+    ]
+    for edited in moved:
+        assert edited != text and facts_digest(_facts(path.name, edited.encode())) == digest
+    changed = [text + "\n\ndef added(pool):\n    return pool.translate(pool.loc)\n"]
+    casts = (("torch.int32", "torch.int64"), ("torch.int64", "torch.int32"), (".int()", ".long()"))
+    changed += [text.replace(a, b) for a, b in casts if a in text]
+    for edited in changed:
+        assert edited != text and facts_digest(_facts(path.name, edited.encode())) != digest
