@@ -13,7 +13,7 @@ from swacheck.analysis.names import dotted_name
 from swacheck.analysis.skeletons import annotation_class, params_of
 from swacheck.analysis.walk import walk
 from swacheck.config import DEFAULT_SWA_LOC_PATTERN, Config
-from swacheck.rows import cite, position
+from swacheck.places import cite, position
 from swacheck.rule import Invalid, Rule, Valid
 from swacheck.semantics.function import BIND, CALL, DELETE, FILL, RETURN, Event
 from swacheck.semantics.guards import is_none_test

@@ -22,7 +22,7 @@ from swacheck.config import Config
 from swacheck.context import FileContext
 from swacheck.finding import Fix
 from swacheck.fix_safety import safe_fix
-from swacheck.rows import cite
+from swacheck.places import cite
 from swacheck.rule import Invalid, Rule, Valid
 from swacheck.triggers import Trigger
 

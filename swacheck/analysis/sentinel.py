@@ -25,7 +25,7 @@ from swacheck.analysis.aliases import VIEW_METHODS
 from swacheck.analysis.names import Names, target_name
 from swacheck.analysis.walk import walk
 from swacheck.context import FileContext
-from swacheck.rows import position
+from swacheck.places import position
 
 # Factories whose result is int64 when no dtype is given (for integer data).
 INT64_BY_DEFAULT = frozenset(

@@ -25,7 +25,7 @@ from swacheck.analysis.modes import guard_key
 from swacheck.analysis.names import dotted_name
 from swacheck.analysis.walk import children
 from swacheck.analysis.writes import Event, node_events
-from swacheck.rows import position
+from swacheck.places import position
 
 CONSTRUCTORS = frozenset({"__init__", "__post_init__", "__new__", "__setstate__"})
 

@@ -33,7 +33,7 @@ import libcst as cst
 from swacheck.analysis.aliases import AttrRef, attr_ref
 from swacheck.analysis.names import dotted_name
 from swacheck.analysis.walk import children
-from swacheck.rows import position
+from swacheck.places import position
 
 CALL = "call"
 WRITE = "write"

@@ -64,7 +64,7 @@ from typing import Any
 from swacheck import __version__
 from swacheck.config import Config
 from swacheck.files import read_regular
-from swacheck.rows import is_position
+from swacheck.places import is_position
 
 _GITIGNORE = "# Automatically created by swacheck.\n*\n"
 # The entries' layout: part of every signature, so an entry of another layout is a miss.
@@ -635,7 +635,7 @@ class _Digests:
 
 def facts_digest(facts: Any) -> str:
     """A digest of one file's first-pass result without its positions (fields marked
-    :func:`swacheck.rows.position`), stable across processes and runs: other files'
+    :func:`swacheck.places.position`), stable across processes and runs: other files'
     findings are a function of it, so an edit that only shifts a file's rows leaves it,
     and them, as they were."""
     return _Digests().of(facts).hex()

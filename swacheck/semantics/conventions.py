@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from swacheck.rows import cite
+from swacheck.places import cite
 from swacheck.semantics.dtypes import (
     ALLOCATION,
     ASSERTED,

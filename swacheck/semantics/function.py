@@ -26,7 +26,7 @@ import pickle
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from swacheck.rows import position
+from swacheck.places import position
 from swacheck.semantics import cfg as cfgs
 from swacheck.semantics.guards import literals, reads
 from swacheck.semantics.terms import (

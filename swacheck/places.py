@@ -1,4 +1,5 @@
-"""Which fields of a file's facts are positions (rows, columns).
+"""Places in the source as facts and findings hold them: which fields of a file's facts
+are positions (rows, columns), and how a finding names a place in another file.
 
 A digest of a file's facts that leaves them out (:func:`swacheck.engine.cache.
 shape_digest`) tells an edit that only moved code (a line inserted above it) from one
