@@ -46,6 +46,7 @@ from swacheck.semantics.rows import constant, full_value, uninitialised
 from swacheck.semantics.terms import (
     Attr,
     Call,
+    Const,
     Filled,
     Global,
     Index,
@@ -139,6 +140,14 @@ class SwaPaddedTailNotReset(Rule):
     ever fills holds only its initial zeros, so its tail already is the sentinel: it is
     not reported. A fill in a function whose padding branch resets the same object's
     location buffers is this shape's to report, once, at the branch.
+
+    The same holds for a reset outside a padding branch: a function that resets an
+    object's write locations whole and unconditionally (`self.out_cache_loc.zero_()`, a
+    dict entry `self.buffers["out_cache_loc"].zero_()`, one by one or in a loop over a
+    tuple of names) resets the object's SWA twin too (`out_cache_loc_swa`,
+    `swa_out_cache_loc`, a field of its class or an entry its class stores), unless a
+    function it calls writes the twin or a method of the class copies into all of the
+    twin's rows (it is then rewritten whole on each step).
 
     **Padded rows that hold no sentinel** (I4, I12), read off the values:
 
@@ -508,8 +517,107 @@ class Runner:
             self.out_cache_loc_swa[raw_num_tokens:] = 0
 """
         ),
+        # the shared buffers reset in a loop over names that holds the SWA one too
+        Valid(
+            """
+import torch
+
+class DraftExtendRunner:
+    def __init__(self, n):
+        self.buffers = {}
+        self.buffers["out_cache_loc"] = torch.zeros(n, dtype=torch.int64)
+        self.buffers["swa_out_cache_loc"] = torch.zeros(n, dtype=torch.int32)
+
+    def reset_buffers(self):
+        for name in ("out_cache_loc", "swa_out_cache_loc"):
+            self.buffers[name].zero_()
+"""
+        ),
+        # the SWA twin reset by a helper the reset calls
+        Valid(
+            """
+import torch
+
+class Runner:
+    def __init__(self, n):
+        self.out_cache_loc = torch.zeros(n)
+        self.out_cache_loc_swa = torch.zeros(n, dtype=torch.int32)
+
+    def reset(self):
+        self.out_cache_loc.zero_()
+        self._reset_swa()
+
+    def _reset_swa(self):
+        self.out_cache_loc_swa.fill_(0)
+"""
+        ),
+        # the SWA twin rewritten whole on every step: its padded rows come from the reset
+        Valid(
+            """
+import torch
+
+class Runner:
+    def __init__(self, n, pool):
+        self.pool = pool
+        self.out_cache_loc = torch.zeros(n)
+        self.out_cache_loc_swa = torch.zeros(n, dtype=torch.int32)
+
+    def reset(self):
+        self.out_cache_loc.zero_()
+
+    def step(self):
+        self.out_cache_loc_swa.copy_(self.pool.translate_loc_from_full_to_swa(self.out_cache_loc))
+"""
+        ),
+        # an object with no SWA twin
+        Valid(
+            """
+import torch
+
+class Runner:
+    def __init__(self, n):
+        self.out_cache_loc = torch.zeros(n)
+
+    def reset(self):
+        self.out_cache_loc.zero_()
+"""
+        ),
     ]
     INVALID = [
+        # the shared buffers reset in a loop over names that leaves the SWA one out
+        Invalid(
+            """
+import torch
+
+class DraftExtendRunner:
+    def __init__(self, n):
+        self.buffers = {}
+        self.buffers["out_cache_loc"] = torch.zeros(n, dtype=torch.int64)
+        self.buffers["swa_out_cache_loc"] = torch.zeros(n, dtype=torch.int32)
+        self.buffers["positions"] = torch.zeros(n, dtype=torch.int64)
+
+    def reset_buffers(self):
+        for name in ("out_cache_loc", "positions"):
+            self.buffers[name].zero_()
+""",
+            line=13,
+        ),
+        # a reset of the full write locations alone, the SWA field left
+        Invalid(
+            """
+import torch
+
+class Runner:
+    def __init__(self, n):
+        self.out_cache_loc = torch.zeros(n)
+        self.out_cache_loc_swa = torch.zeros(n, dtype=torch.int32)
+
+    def reset(self):
+        self.out_cache_loc.zero_()
+        self.positions.zero_()
+""",
+            line=10,
+        ),
         # the padding mask applied out of place, its result dropped
         Invalid(
             """
@@ -1197,6 +1305,7 @@ class Runner:
                         f"request's SWA KV; pad with {sentinel} (I12)",
                     )
             self._uninitialised(unit, function, ctx, reported)
+            self._twin_left(unit, function, ctx, reported)
             self._discarded(unit, function, reported)
             self._one_path(unit, function, reported)
             if unit.model.clamp_before_indexing:
@@ -1242,6 +1351,46 @@ class Runner:
                 "live tokens, which padded tokens then write their K/V through; reset the "
                 "tail on every branch (I4)",
             )
+
+    def _twin_left(
+        self, unit: FileUnit, function: Function, ctx: Ctx, reported: set[tuple[int, int]]
+    ) -> None:
+        """A reset of an object's write locations to the sentinel (``out_cache_loc``, a
+        field or a dict entry, one by one or in a loop over names) that leaves the same
+        object's SWA twin (``swa_out_cache_loc``, ``out_cache_loc_swa``) as it was: the
+        function resets what a replay reads, and the SWA buffer keeps the previous
+        batch's slots, through which padded tokens write their K/V (the original bug's
+        shape outside a padding branch). A twin this function or one it calls writes, or
+        that a method of the object's class rewrites whole, is not reported."""
+        model = unit.model
+        events = function.facts.events
+        written = {entry for e in events if e.kind in (FILL, BIND) for entry in _entries(e)}
+        for event in events:
+            if not _whole_reset(event, model.sentinel) or event.guard or event.conditional:
+                continue
+            for entry in _entries(event):
+                holder, name, keyed = entry.holder, entry.name, entry.keyed
+                if model.swa_role(name) is not None or not model.is_location_name(name):
+                    continue
+                twins = [
+                    _Entry(holder, twin, keyed)
+                    for twin in (f"swa_{name}", f"{name}_swa")
+                    if model.swa_role(twin) == WRITE
+                    and _Entry(holder, twin, keyed) not in written
+                    and _twin_kept(unit, function, _Entry(holder, twin, keyed), ctx)
+                ]
+                span = event.span
+                if not twins or (span.line, span.col) in reported:
+                    continue
+                reported.add((span.line, span.col))
+                self.report_span(
+                    span,
+                    f"`{function.facts.name}()` resets `{entry}` to the padding slot but not "
+                    f"its SWA twin `{twins[0]}`: the SWA write locations keep the previous "
+                    "batch's slots in the rows past the live tokens, and padded tokens write "
+                    "their K/V through them over live requests' SWA KV; reset it with the "
+                    "others (I4)",
+                )
 
     def _wrapping(self, unit: FileUnit, function: Function, reported: set[tuple[int, int]]) -> None:
         """A Python scatter into the KV cache through padded locations not clamped: the
@@ -1731,6 +1880,99 @@ def _padded(term: Term, unit: FileUnit, ctx: Ctx, depth: int = 0) -> bool:
 _OUT_OF_PLACE = frozenset(
     {"masked_fill", "index_fill", "masked_scatter", "index_put", "scatter", "clamp", "clamp_min"}
 )
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """A buffer an object holds: its field ``name``, or its entry ``name`` where
+    ``keyed`` (``self.cuda_graph_buffers["out_cache_loc"]``: ``holder`` is the dict)."""
+
+    holder: Term
+    name: str
+    keyed: bool
+
+    def __str__(self) -> str:
+        held = render(self.holder)
+        return f"{held}[{self.name!r}]" if self.keyed else f"{held}.{self.name}"
+
+
+def _keys(region: Term | str | None) -> list[str]:
+    """The dict keys a write's rows name: a string, one of several (a loop over names),
+    or the key under a slice (``d["k"][:n]``, a chain whose last link is the key)."""
+    if isinstance(region, Seq) and region.kind == "chain" and region.items:
+        return _keys(region.items[-1])
+    if not isinstance(region, Term):
+        return []
+    found = [t for _, t in alternatives(region)]
+    keys = [t.value for t in found if isinstance(t, Const) and isinstance(t.value, str)]
+    return keys if len(keys) == len(found) else []
+
+
+def _entries(event: Event) -> list[_Entry]:
+    """The buffers ``event`` writes, as entries of the objects holding them."""
+    keys = _keys(event.region)
+    if keys and event.target is not None:
+        return [_Entry(event.target, key, True) for key in keys]
+    if isinstance(event.target, Attr):
+        return [_Entry(event.target.base, event.target.name, False)]
+    return []
+
+
+def _whole_rows(region: Term | str | None) -> bool:
+    """Every row: the whole buffer, ``[:]``, a dict entry, or a full slice of one."""
+    full = Slice(None, None, None)
+    if region in ("all", full) or (isinstance(region, Term) and _keys(region)):
+        if isinstance(region, Seq) and region.kind == "chain":
+            return all(item == full for item in region.items[:-1])
+        return True
+    return False
+
+
+def _whole_reset(event: Event, sentinel: int) -> bool:
+    return (
+        event.kind == FILL
+        and isinstance(event.value, Const)
+        and event.value.value == sentinel
+        and _whole_rows(event.region)
+    )
+
+
+def _twin_kept(unit: FileUnit, function: Function, twin: _Entry, ctx: Ctx) -> bool:
+    """Whether ``twin`` is a buffer its holder has (a field of its class, an entry a
+    method of the function's class stores) that nothing resetting it leaves alone: no
+    function ``function`` calls writes it, and no method of the class copies into all
+    of its rows (it is then rewritten whole, padded rows included, each time)."""
+    project, values = unit.project, unit.values
+    cls = project.class_of_function(function)
+    methods = list(project.methods_of(cls)) if cls is not None else [function]
+    if twin.keyed:
+        held = any(
+            entry == twin
+            for method in methods
+            for event in method.facts.events
+            if event.kind in (FILL, BIND)
+            for entry in _entries(event)
+        )
+    else:
+        held = any(project.owns(c, twin.name) for c in values.classes(twin.holder, ctx))
+    if not held:
+        return False
+    for event in function.facts.events:
+        if event.kind == CALL and isinstance(event.value, Call):
+            for callee, _ in values.callees(event.value, ctx):
+                if any(
+                    entry.name == twin.name
+                    for e in callee.facts.events
+                    if e.kind in (FILL, BIND)
+                    for entry in _entries(e)
+                ):
+                    return False
+    return not any(
+        event.kind == FILL and event.how == "copy_" and _whole_rows(event.region)
+        for method in methods
+        for event in method.facts.events
+        if any(entry.name == twin.name for entry in _entries(event))
+    )
 
 
 def _tail_written(term: Term) -> bool:
