@@ -23,6 +23,7 @@ from swacheck.semantics.terms import (
     Call,
     Const,
     Local,
+    Phi,
     Term,
     alternatives,
     consistent,
@@ -442,8 +443,43 @@ def warmup_inputs(self):
     )
 """
         ),
+        # a loop over both sub-pools, each handed its own half's locations
+        Valid(
+            """
+class SWAKVPool:
+    def __init__(self, full_kv_pool, swa_kv_pool, mapping):
+        self.full_kv_pool = full_kv_pool
+        self.swa_kv_pool = swa_kv_pool
+        self.full_to_swa_index_mapping = mapping
+
+    def load_cpu_copy(self, kv_cache_cpu, indices):
+        swa_indices = self.full_to_swa_index_mapping[indices]
+        for pool, kv_cpu, loc in (
+            (self.full_kv_pool, kv_cache_cpu["full"], indices),
+            (self.swa_kv_pool, kv_cache_cpu["swa"], swa_indices),
+        ):
+            pool.load_cpu_copy(kv_cpu, loc)
+"""
+        ),
     ]
     INVALID = [
+        # a loop over both sub-pools that hands the SWA one the full-pool locations
+        Invalid(
+            """
+class SWAKVPool:
+    def __init__(self, full_kv_pool, swa_kv_pool):
+        self.full_kv_pool = full_kv_pool
+        self.swa_kv_pool = swa_kv_pool
+
+    def load_cpu_copy(self, kv_cache_cpu, indices):
+        for pool, kv_cpu in (
+            (self.full_kv_pool, kv_cache_cpu["full"]),
+            (self.swa_kv_pool, kv_cache_cpu["swa"]),
+        ):
+            pool.load_cpu_copy(kv_cpu, indices)
+""",
+            line=12,
+        ),
         # an SWA layer's write location falling back to the full-pool one when the batch
         # carries none
         Invalid(
@@ -771,6 +807,13 @@ def load(self, forward_batch, n):
         and one of the paths hands it the other."""
         model = values.model
         for event in function.facts.events:
+            call = event.value
+            if (
+                isinstance(call, Call)
+                and isinstance(call.func, Attr)
+                and len(alternatives(call.func.base)) > 1
+            ):
+                continue  # the consumer is one object per path too (a loop over both pools)
             for arg, written, place, to in _handed(event, model):
                 choices = alternatives(arg)
                 if len(choices) < 2:
@@ -828,7 +871,9 @@ def load(self, forward_batch, n):
         self, found: list[Use], values: Values, ctx: Ctx, reported: set[tuple[int, str]]
     ) -> None:
         """A value of unknown space that a test sends to the SWA half on one branch and
-        to the full half on the other, while the value does not follow the test."""
+        to the full half on the other, while the value does not follow the test; or that
+        one call hands to either half (its object one of both sub-pools: a loop over
+        ``(full_kv_pool, swa_kv_pool)``)."""
         needs: dict[object, list[tuple[str, Use, frozenset]]] = {}
         for use in found:
             if use.checks == TRANSLATOR:
@@ -846,16 +891,27 @@ def load(self, forward_batch, n):
             for space, use, guard in items:
                 if space != SWA or outside_hybrid(guard, values.model):
                     continue
-                other = [u for u, g in fulls if not consistent(g, guard)]
+                # one value for both halves (a loop's value per half is a join)
+                one = [
+                    u
+                    for u, _ in fulls
+                    if u.event is use.event and not isinstance(use.value, Phi)
+                ]
+                other = one or [u for u, g in fulls if not consistent(g, guard)]
                 key = (use.place.line, use.where)
                 if other and key not in reported:
                     reported.add(key)
+                    what = (
+                        f"{use.where} is one call made on either half, with the same value for both"
+                        if one
+                        else f"{use.where} is handed the same value as {other[0].where} on "
+                        f"line {other[0].place.line}, the full half's, while a test sends "
+                        "them to different halves"
+                    )
                     self.report_span(
                         use.place,
-                        f"{use.where} is handed the same value as {other[0].where} on "
-                        f"line {other[0].place.line}, the full half's, while a test sends "
-                        "them to different halves: the SWA half gets full-pool ids, over "
-                        "other requests' SWA KV; translate it for the SWA half (I9)",
+                        f"{what}: the SWA half gets full-pool ids, over other requests' SWA "
+                        "KV; translate it for the SWA half (I9)",
                     )
 
     def _report(self, use: Use, fact: Space) -> None:

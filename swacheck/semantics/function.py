@@ -45,6 +45,7 @@ from swacheck.semantics.terms import (
     Mapping,
     Op,
     Param,
+    Phi,
     Seq,
     Slice,
     Term,
@@ -346,7 +347,7 @@ class Scope:
         # meets it (see :class:`Call`'s ``site``).
         self._sites: dict[tuple[int, int], int] = {}
 
-    def site(self, node: ast.expr) -> int:
+    def site(self, node: ast.expr | ast.stmt) -> int:
         """The module-wide number of the new tensor ``node`` makes: the same on every
         visit of the node, different for two nodes, and the same after an edit elsewhere
         shifts rows (the module's facts then differ in their positions only)."""
@@ -703,7 +704,7 @@ class Analysis:
         elif kind == "for":
             assert isinstance(stmt, ast.For | ast.AsyncFor)
             iterated = self.ev(stmt.iter)
-            self.bind(stmt.target, _element(iterated), "for")
+            self.bind(stmt.target, _element(iterated, self.scope.site(stmt)), "for")
         elif kind == "with":
             assert isinstance(stmt, ast.With | ast.AsyncWith)
             for item in stmt.items:
@@ -827,13 +828,12 @@ class Analysis:
             self.fill(base, region, value, target, "setitem")
         elif isinstance(target, ast.Tuple | ast.List):
             items = target.elts
-            known = value.items if isinstance(value, Seq) else None
+            starred = any(isinstance(item, ast.Starred) for item in items)
             for i, item in enumerate(items):
                 if isinstance(item, ast.Starred):
                     self.bind(item.value, Unknown("starred"), "unpack")
-                    known = None
                     continue
-                part = known[i] if known is not None and len(known) == len(items) else None
+                part = None if starred else _unpacked(value, i, len(items))
                 self.bind(item, part if part is not None else Index(value, Const(i)), "unpack")
         elif isinstance(target, ast.Starred):
             self.bind(target.value, Unknown("starred"), how)
@@ -1092,7 +1092,9 @@ class Analysis:
                     self.conditional += 1
                 else:
                     iterated = self.ev(generator.iter)
-                self._bind_quiet(generator.target, _element(iterated))
+                self._bind_quiet(
+                    generator.target, _element(iterated, self.scope.site(generator.iter))
+                )
                 for condition in generator.ifs:
                     self.ev(condition)
             if isinstance(node, ast.DictComp):
@@ -1253,11 +1255,27 @@ def _as_term(region: Term | str) -> Term:
     return Const(region) if isinstance(region, str) else region
 
 
-def _element(iterated: Term) -> Term:
+def _unpacked(value: Term, i: int, length: int) -> Term | None:
+    """Item ``i`` of ``value`` unpacked into ``length`` names, where it is known: of a
+    literal sequence, or of each sequence a join may be (``for pool, cpu in ((full,
+    a), (swa, b)):`` binds ``pool`` to either pool)."""
+    if isinstance(value, Seq):
+        return value.items[i] if len(value.items) == length else None
+    if isinstance(value, Phi):
+        parts = [(g, _unpacked(alt, i, length)) for g, alt in value.alternatives]
+        if all(part is not None for _, part in parts):
+            return phi([(g, part) for g, part in parts if part is not None])
+    return None
+
+
+def _element(iterated: Term, loop: int) -> Term:
     """An element of what a ``for`` iterates: each item of a literal sequence, the
-    pairs of a ``zip`` of literal sequences, else an unknown row of it."""
+    pairs of a ``zip`` of literal sequences, else an unknown row of it. Each item is
+    guarded by its iteration (``loop``: the loop's number in its module), so that the
+    parts of one item unpacked apart stay together (in ``for pool, loc in ((full, a),
+    (swa, b)):``, ``pool`` is the SWA pool only where ``loc`` is ``b``)."""
     if isinstance(iterated, Seq) and iterated.kind in ("tuple", "list") and iterated.items:
-        return phi([(NO_GUARD, item) for item in iterated.items])
+        return _iterations(iterated.items, loop)
     if (
         isinstance(iterated, Call)
         and iterated.func == Global("zip")
@@ -1265,10 +1283,23 @@ def _element(iterated: Term) -> Term:
         and iterated.args
     ):
         rows = zip(*(a.items for a in iterated.args), strict=False)  # type: ignore[union-attr]
-        return phi([(NO_GUARD, Seq(tuple(row))) for row in rows])
+        return _iterations([Seq(tuple(row)) for row in rows], loop)
     if isinstance(iterated, Call) and iterated.func == Global("enumerate") and iterated.args:
-        return Seq((Unknown("index"), _element(iterated.args[0])))
+        return Seq((Unknown("index"), _element(iterated.args[0], loop)))
     return Index(iterated, Unknown("element"))
+
+
+def _iterations(items: Sequence[Term], loop: int) -> Term:
+    """The join of ``items``, item ``k`` guarded by "iteration ``k`` of ``loop``"."""
+    if len(items) == 1:
+        return items[0]
+    keys = [f"<iteration {k} of loop {loop}>" for k in range(len(items))]
+    return phi(
+        [
+            (frozenset((key, j == k) for j, key in enumerate(keys)), item)
+            for k, item in enumerate(items)
+        ]
+    )
 
 
 def _merge(states: list[_State], intern: Callable[[Term], Term]) -> _State:
