@@ -893,9 +893,7 @@ def load(self, forward_batch, n):
                     continue
                 # one value for both halves (a loop's value per half is a join)
                 one = [
-                    u
-                    for u, _ in fulls
-                    if u.event is use.event and not isinstance(use.value, Phi)
+                    u for u, _ in fulls if u.event is use.event and not isinstance(use.value, Phi)
                 ]
                 other = one or [u for u, g in fulls if not consistent(g, guard)]
                 key = (use.place.line, use.where)
