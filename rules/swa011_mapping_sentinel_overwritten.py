@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 
 import libcst as cst
@@ -24,6 +25,10 @@ from swacheck.finding import Fix
 from swacheck.fix_safety import safe_fix
 from swacheck.places import cite
 from swacheck.rule import Invalid, Rule, Valid
+from swacheck.semantics.function import CALL
+from swacheck.semantics.model import words
+from swacheck.semantics.terms import Attr, Call, Const, Index, Op, Term, alternatives, render
+from swacheck.semantics.unit import FileUnit
 from swacheck.triggers import Trigger
 
 # The allocator of the examples: its table built with a trailing -1 sentinel row.
@@ -69,6 +74,12 @@ class MappingSentinelOverwritten(Rule):
     (zeros, `arange`). A write is fine when the same function restores the row afterwards
     (`mapping.zero_(); mapping[-1] = -1`). A table built without a trailing row has none to
     keep; a write whose indices or value cannot be read off the text is not judged.
+
+    It also flags a free of SWA slots read through the table that does not drop the
+    slots reading 0 (`self.swa_attn_allocator.free(swa_indices[swa_indices >= 0])`, or
+    no mask at all): a full slot the table does not map reads 0, the reserved SWA slot,
+    which the free then hands back to the allocator. A mask that leaves 0 out
+    (`swa_indices > 0`, `!= 0`, `>= 1`) is what SGLang's `free_swa` uses.
 
     ## Why is this bad?
     The trailing `-1` row is what a `last_loc` of `-1` (a request without a prefix, in
@@ -171,8 +182,31 @@ class Allocator:
         body.fill_(0)
 """
         ),
+        # the mapped SWA slots freed, the unmapped ones (0) and the -1 row left out
+        Valid(
+            _ALLOCATOR
+            + """
+    def free_swa(self, free_index):
+        swa_indices = self.full_to_swa_index_mapping[free_index]
+        swa_indices = swa_indices[swa_indices > 0]
+        self.swa_attn_allocator.free(swa_indices)
+        self.full_to_swa_index_mapping[free_index] = 0
+"""
+        ),
     ]
     INVALID = [
+        # a free that keeps the slots reading 0: the reserved slot goes back to the pool
+        Invalid(
+            _ALLOCATOR
+            + """
+    def free_swa(self, free_index):
+        swa_indices = self.full_to_swa_index_mapping[free_index]
+        swa_indices = swa_indices[swa_indices >= 0]  # drop the -1 sentinel
+        self.swa_attn_allocator.free(swa_indices)
+        self.full_to_swa_index_mapping[free_index] = 0
+""",
+            line=16,
+        ),
         Invalid(
             _ALLOCATOR
             + """
@@ -290,6 +324,41 @@ class Allocator:
     # A finding is a write naming a mapping attribute (directly or through a local bound
     # to it in the same function); the constructions it is judged by name it too.
     region_safe = True
+
+    # -- the reserved slot freed (the semantic core) -----------------------------------
+
+    def check(self, unit: FileUnit) -> None:
+        """A free of SWA slots read through the mapping that keeps slot 0: a full slot the
+        mapping does not map reads 0, so a free that does not drop 0 (`x[x >= 0]`, no
+        filter) hands the reserved slot to the allocator."""
+        model = unit.model
+        for function in unit.functions():
+            for event in function.facts.events:
+                call = event.value
+                if (
+                    event.kind != CALL
+                    or not isinstance(call, Call)
+                    or not isinstance(call.func, Attr)
+                    or "free" not in words(call.func.name)
+                ):
+                    continue
+                for arg in call.args:
+                    found = next(
+                        (f for _, t in alternatives(arg) if (f := _freed_gather(t, model))),
+                        None,
+                    )
+                    if found is None:
+                        continue
+                    table, how = found
+                    self.report_span(
+                        event.span,
+                        f"`{render(call.func)}` frees SWA slots read through `{table}` "
+                        f"{how}: a full slot the table does not map reads 0, the reserved "
+                        "SWA slot padded CUDA-graph tokens write, and the allocator hands "
+                        "it to a live request, whose SWA KV they then overwrite; free only "
+                        "the mapped slots (`swa_indices[swa_indices > 0]`) (I11)",
+                    )
+                    break
 
     @classmethod
     def triggers(cls, config: Config) -> frozenset[Trigger] | None:
@@ -466,3 +535,58 @@ def _writes(function: cst.FunctionDef, context: FileContext) -> list[_Write]:
 
     walk(function, Visitor())
     return found
+
+
+# Comparisons a mask may make with a constant; ``c <op> x`` is read as ``x <mirror> c``.
+_TESTS = {
+    ">": operator.gt,
+    "<": operator.lt,
+    ">=": operator.ge,
+    "<=": operator.le,
+    "==": operator.eq,
+    "!=": operator.ne,
+}
+_MIRRORED = {">": "<", "<": ">", ">=": "<=", "<=": ">=", "==": "==", "!=": "!="}
+
+
+def _freed_gather(term: Term, model: object) -> tuple[str, str] | None:
+    """Where ``term`` is a gather through a mapping table kept whole or filtered by
+    masks none of which drops 0: the table's name and how it is filtered."""
+    filters = []
+    while isinstance(term, Index) and isinstance(term.index, Op):
+        test = _comparison(term.index, term.base)
+        if test is None:
+            return None  # another mask: not judged
+        filters.append(test)
+        term = term.base
+    if not (
+        isinstance(term, Index)
+        and isinstance(term.base, Attr)
+        and model.is_mapping_name(term.base.name)  # type: ignore[attr-defined]
+    ):
+        return None
+    if any(_drops_zero(op, value) for op, value in filters):
+        return None
+    how = (
+        f"filtered by `{' and '.join(f'{op} {value}' for op, value in filters)}`, which keeps 0"
+        if filters
+        else "without dropping the unmapped ones"
+    )
+    return term.base.name, how
+
+
+def _comparison(test: Op, subject: Term) -> tuple[str, int] | None:
+    """``test`` as ``subject <op> c`` with ``c`` an integer, else ``None``."""
+    if len(test.operands) != 2 or test.op not in _MIRRORED:
+        return None
+    left, right = test.operands
+    if left == subject and isinstance(right, Const) and isinstance(right.value, int):
+        return test.op, right.value
+    if right == subject and isinstance(left, Const) and isinstance(left.value, int):
+        return _MIRRORED[test.op], left.value
+    return None
+
+
+def _drops_zero(op: str, value: int) -> bool:
+    """Whether the mask ``x <op> value`` leaves out the slots that read 0."""
+    return not _TESTS[op](0, value)
