@@ -443,6 +443,17 @@ def warmup_inputs(self):
     )
 """
         ),
+        # one row of the table written with one value (a full id keyed, an SWA id stored)
+        Valid(
+            """
+import torch
+
+class SWAKVPool:
+    def __init__(self, size):
+        self.full_to_swa_index_mapping = torch.empty(size + 1, dtype=torch.int64)
+        self.full_to_swa_index_mapping[-1] = -1
+"""
+        ),
         # a loop over both sub-pools, each handed its own half's locations
         Valid(
             """
@@ -807,12 +818,7 @@ def load(self, forward_batch, n):
         and one of the paths hands it the other."""
         model = values.model
         for event in function.facts.events:
-            call = event.value
-            if (
-                isinstance(call, Call)
-                and isinstance(call.func, Attr)
-                and len(alternatives(call.func.base)) > 1
-            ):
+            if _on_either(event):
                 continue  # the consumer is one object per path too (a loop over both pools)
             for arg, written, place, to in _handed(event, model):
                 choices = alternatives(arg)
@@ -891,9 +897,14 @@ def load(self, forward_batch, n):
             for space, use, guard in items:
                 if space != SWA or outside_hybrid(guard, values.model):
                     continue
-                # one value for both halves (a loop's value per half is a join)
+                # one value for both halves of a call made on either sub-pool (a loop's
+                # value per half is a join)
                 one = [
-                    u for u, _ in fulls if u.event is use.event and not isinstance(use.value, Phi)
+                    u
+                    for u, _ in fulls
+                    if u.event is use.event
+                    and _on_either(use.event)
+                    and not isinstance(use.value, Phi)
                 ]
                 other = one or [u for u, g in fulls if not consistent(g, guard)]
                 key = (use.place.line, use.where)
@@ -1028,3 +1039,14 @@ def _translated_later(function: Function, use: Use, values: Values, ctx: Ctx) ->
 
 
 __all__ = ["Span", "SwaValueFromFullSide"]
+
+
+def _on_either(event: Event) -> bool:
+    """Whether ``event`` calls a method of an object that differs by path (``pool`` of
+    ``for pool in (self.full_kv_pool, self.swa_kv_pool):``)."""
+    call = event.value
+    return (
+        isinstance(call, Call)
+        and isinstance(call.func, Attr)
+        and len(alternatives(call.func.base)) > 1
+    )
