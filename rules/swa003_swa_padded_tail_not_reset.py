@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -1363,21 +1363,19 @@ class Runner:
         shape outside a padding branch). A twin this function or one it calls writes, or
         that a method of the object's class rewrites whole, is not reported."""
         model = unit.model
-        events = function.facts.events
-        written = {entry for e in events if e.kind in (FILL, BIND) for entry in _entries(e)}
-        for event in events:
+        written = set(_written(function))
+        for event in function.facts.events:
             if not _whole_reset(event, model.sentinel) or event.guard or event.conditional:
                 continue
             for entry in _entries(event):
-                holder, name, keyed = entry.holder, entry.name, entry.keyed
-                if model.swa_role(name) is not None or not model.is_location_name(name):
+                if model.swa_role(entry.name) is not None or not model.is_location_name(entry.name):
                     continue
                 twins = [
-                    _Entry(holder, twin, keyed)
-                    for twin in (f"swa_{name}", f"{name}_swa")
-                    if model.swa_role(twin) == WRITE
-                    and _Entry(holder, twin, keyed) not in written
-                    and _twin_kept(unit, function, _Entry(holder, twin, keyed), ctx)
+                    twin
+                    for twin in entry.twins()
+                    if model.swa_role(twin.name) == WRITE
+                    and twin not in written
+                    and _twin_kept(unit, function, twin, ctx)
                 ]
                 span = event.span
                 if not twins or (span.line, span.col) in reported:
@@ -1891,6 +1889,10 @@ class _Entry:
     name: str
     keyed: bool
 
+    def twins(self) -> list[_Entry]:
+        """The SWA twins it may have, as its holder would hold them."""
+        return [replace(self, name=n) for n in (f"swa_{self.name}", f"{self.name}_swa")]
+
     def __str__(self) -> str:
         held = render(self.holder)
         return f"{held}[{self.name!r}]" if self.keyed else f"{held}.{self.name}"
@@ -1916,6 +1918,13 @@ def _entries(event: Event) -> list[_Entry]:
     if isinstance(event.target, Attr):
         return [_Entry(event.target.base, event.target.name, False)]
     return []
+
+
+def _written(function: Function) -> Iterator[_Entry]:
+    """The buffers ``function`` binds or writes into."""
+    for event in function.facts.events:
+        if event.kind in (FILL, BIND):
+            yield from _entries(event)
 
 
 def _whole_rows(region: Term | str | None) -> bool:
@@ -1946,13 +1955,7 @@ def _twin_kept(unit: FileUnit, function: Function, twin: _Entry, ctx: Ctx) -> bo
     cls = project.class_of_function(function)
     methods = list(project.methods_of(cls)) if cls is not None else [function]
     if twin.keyed:
-        held = any(
-            entry == twin
-            for method in methods
-            for event in method.facts.events
-            if event.kind in (FILL, BIND)
-            for entry in _entries(event)
-        )
+        held = any(twin in _written(method) for method in methods)
     else:
         held = any(project.owns(c, twin.name) for c in values.classes(twin.holder, ctx))
     if not held:
@@ -1960,12 +1963,7 @@ def _twin_kept(unit: FileUnit, function: Function, twin: _Entry, ctx: Ctx) -> bo
     for event in function.facts.events:
         if event.kind == CALL and isinstance(event.value, Call):
             for callee, _ in values.callees(event.value, ctx):
-                if any(
-                    entry.name == twin.name
-                    for e in callee.facts.events
-                    if e.kind in (FILL, BIND)
-                    for entry in _entries(e)
-                ):
+                if any(entry.name == twin.name for entry in _written(callee)):
                     return False
     return not any(
         event.kind == FILL and event.how == "copy_" and _whole_rows(event.region)

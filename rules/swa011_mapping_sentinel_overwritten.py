@@ -26,7 +26,7 @@ from swacheck.fix_safety import safe_fix
 from swacheck.places import cite
 from swacheck.rule import Invalid, Rule, Valid
 from swacheck.semantics.function import CALL
-from swacheck.semantics.model import words
+from swacheck.semantics.model import Model, words
 from swacheck.semantics.terms import Attr, Call, Const, Index, Op, Term, alternatives, render
 from swacheck.semantics.unit import FileUnit
 from swacheck.triggers import Trigger
@@ -549,7 +549,7 @@ _TESTS = {
 _MIRRORED = {">": "<", "<": ">", ">=": "<=", "<=": ">=", "==": "==", "!=": "!="}
 
 
-def _freed_gather(term: Term, model: object) -> tuple[str, str] | None:
+def _freed_gather(term: Term, model: Model) -> tuple[str, str] | None:
     """Where ``term`` is a gather through a mapping table kept whole or filtered by
     masks none of which drops 0: the table's name and how it is filtered."""
     filters = []
@@ -562,7 +562,7 @@ def _freed_gather(term: Term, model: object) -> tuple[str, str] | None:
     if not (
         isinstance(term, Index)
         and isinstance(term.base, Attr)
-        and model.is_mapping_name(term.base.name)  # type: ignore[attr-defined]
+        and model.is_mapping_name(term.base.name)
     ):
         return None
     if any(_drops_zero(op, value) for op, value in filters):
