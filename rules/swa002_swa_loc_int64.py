@@ -1096,21 +1096,12 @@ def _peers_convention(
 
 
 def _conventions(unit: FileUnit) -> Conventions:
-    memo = unit.values._memo
-    key = ("swa002-conventions", None, None)
-    found = memo.get(key)  # type: ignore[arg-type]
-    if found is None:
-        found = memo[key] = Conventions(_dtypes(unit), unit.analysis.config)  # type: ignore[index]
-    return found  # type: ignore[return-value]
+    config = unit.analysis.config
+    return unit.values.once("swa002-conventions", lambda: Conventions(_dtypes(unit), config))
 
 
 def _dtypes(unit: FileUnit) -> Dtypes:
-    memo = unit.values._memo
-    key = ("dtypes", None, None)
-    found = memo.get(key)  # type: ignore[arg-type]
-    if found is None:
-        found = memo[key] = Dtypes(unit.values)  # type: ignore[index]
-    return found  # type: ignore[return-value]
+    return unit.values.once("dtypes", lambda: Dtypes(unit.values))
 
 
 def _noun(role: str, slot: str) -> str:

@@ -29,10 +29,11 @@ from swacheck.semantics.terms import (
     consistent,
     parts,
     render,
+    view_root,
 )
 from swacheck.semantics.unit import FileUnit
 from swacheck.semantics.uses import TRANSLATOR, Use, uses
-from swacheck.semantics.values import Ctx, Space, Values, rows_root, view_root
+from swacheck.semantics.values import Ctx, Space, Values, rows_root
 from swacheck.triggers import Trigger
 
 # A backend of the same project that takes each SWA value from the SWA side: the

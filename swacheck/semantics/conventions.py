@@ -38,6 +38,7 @@ from swacheck.semantics.function import BIND
 from swacheck.semantics.model import WRITE, Era, words
 from swacheck.semantics.module import ModuleFacts
 from swacheck.semantics.project import Function
+from swacheck.semantics.roles import project_roles
 from swacheck.semantics.uses import Use, role_uses, target_name
 from swacheck.semantics.values import Ctx
 
@@ -93,12 +94,16 @@ class Conventions:
         self._slots: dict[tuple[str, str], list[tuple[str, str, str]]] | None = None
 
     def uses(self, module: ModuleFacts) -> list[tuple[Function, Use]]:
-        """The role uses of every analysed function of ``module`` (memoised)."""
+        """The role uses of every analysed function of ``module`` (memoised). Only the
+        functions that may have one are read (:mod:`~swacheck.semantics.roles`): the project's
+        casts and bindings are every file's uses, and most files have none."""
         found = self._uses.get(module.module)
         if found is None:
+            scanned = project_roles(self.values).functions
             found = self._uses[module.module] = [
                 (function, use)
                 for function in self._functions(module)
+                if function.qual in scanned
                 for use in role_uses(function, self.values)
             ]
         return found

@@ -18,6 +18,7 @@ This is PyTorch's behaviour, not an engine's, so it is code, not model data.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from swacheck.semantics.function import ASSERT, Event, FunctionFacts
 from swacheck.semantics.model import SWA
@@ -441,7 +442,8 @@ class Dtypes:
                 )
         return tuple(out)
 
-    def translate_methods(self) -> list[Function]:
+    @cached_property
+    def _translate_methods(self) -> list[Function]:
         names = {t for t, entry in self.model.translators.items() if entry.to == SWA}
         names |= set(self.model.translate_methods)
         return [
@@ -449,6 +451,10 @@ class Dtypes:
             for f in self.project.functions.values()
             if f.facts.name in names and not f.facts.trivial and f.facts.analysed
         ]
+
+    def translate_methods(self) -> list[Function]:
+        """The project's translations to the SWA space (by the model's names)."""
+        return self._translate_methods
 
     def asserted(self, function: Function) -> dict[str, str]:
         """The parameters ``function`` asserts one dtype of (``assert p.dtype ==

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import ast
 import pickle
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from swacheck.places import position
@@ -51,6 +51,7 @@ from swacheck.semantics.terms import (
     Term,
     Unknown,
     phi,
+    view_root,
 )
 
 # Event kinds.
@@ -204,6 +205,16 @@ class FunctionFacts:
             return None
         return self.params[0]
 
+    @property
+    def positional(self) -> list[str]:
+        """The parameters a call's positional arguments bind to, in order: the
+        receiver (a method's object, a classmethod's class) and star parameters left
+        out."""
+        params = [p for p in self.params if not p.startswith("*")]
+        if params and (params[0] == self.receiver or "classmethod" in self.decorators):
+            return params[1:]
+        return params
+
     def default(self, name: str) -> Term | None:
         for param, value in self.defaults:
             if param == name:
@@ -279,29 +290,85 @@ def _restore(state: dict[str, object]) -> FunctionFacts:
 class FunctionIndex:
     """The names a function's events mention that the project indexes: what it calls
     (a method's or a global's last name), the fields it binds, and of those the ones
-    bound on its own receiver."""
+    bound on its own receiver; the names it hands values to by name (a binding's or a
+    fill's target, a dict entry, a keyword), each with the parameter the value is a
+    view or cast of (``""``: none); and the parameters it hands to calls: (the call's
+    name, the argument's position or keyword, the parameter)."""
 
     calls: frozenset[str]
     binds: frozenset[str]
     binds_own: frozenset[str]
+    slots: frozenset[tuple[str, str]]
+    hands: frozenset[tuple[str, str, str]]
 
     @classmethod
     def of(cls, events: Iterable[Event], receiver: str | None) -> FunctionIndex:
         calls: set[str] = set()
         binds: set[str] = set()
         own: set[str] = set()
+        slots: set[tuple[str, str]] = set()
+        hands: set[tuple[str, str, str]] = set()
         for event in events:
-            if event.kind == CALL and isinstance(event.value, Call):
-                func = event.value.func
-                if isinstance(func, Attr):
-                    calls.add(func.name)
-                elif isinstance(func, Global):
-                    calls.add(func.name.rpartition(".")[2])
+            value = event.value
+            if event.kind in (BIND, FILL) and value is not None:
+                param = _param_of(value, receiver)
+                slots.update((name, param) for name in _names(event.target, event.region))
+            if isinstance(value, Mapping):
+                slots.update(_entries(value, receiver))
+            if event.kind == CALL and isinstance(value, Call):
+                name = call_name(value.func)
+                if name is not None:
+                    calls.add(name)
+                arguments = [(str(i), arg) for i, arg in enumerate(value.args)]
+                arguments += value.kwargs
+                for slot, arg in arguments:
+                    param = _param_of(arg, receiver)
+                    if name is not None and param:
+                        hands.add((name, slot, param))
+                    if not slot.isdigit():
+                        slots.add((slot, param))
+                    elif isinstance(arg, Mapping):
+                        slots.update(_entries(arg, receiver))
             elif event.kind == BIND and isinstance(event.target, Attr):
                 binds.add(event.target.name)
                 if receiver is not None and event.target.base == Param(receiver):
                     own.add(event.target.name)
-        return cls(frozenset(calls), frozenset(binds), frozenset(own))
+        return cls(*map(frozenset, (calls, binds, own, slots, hands)))
+
+
+def call_name(func: Term) -> str | None:
+    """The name a call is indexed by: a method's (``super().<name>`` through ``super()``:
+    only a subclass's method calls so), or a global's last part."""
+    if isinstance(func, Attr):
+        if isinstance(func.base, Call) and func.base.func == Global("super"):
+            return f"super().{func.name}"
+        return func.name
+    if isinstance(func, Global):
+        return func.name.rpartition(".")[2]
+    return None
+
+
+def _names(target: Term | None, region: Term | str | None) -> Iterator[str]:
+    """The names a binding or fill target has (a local, a field, a constant key)."""
+    for term in (target, region):
+        if isinstance(term, Index):
+            term = term.index
+        if isinstance(term, Local | Attr):
+            yield term.name
+        elif isinstance(term, Const) and isinstance(term.value, str):
+            yield term.value
+
+
+def _entries(mapping: Mapping, receiver: str | None) -> Iterator[tuple[str, str]]:
+    for key, item in mapping.items:
+        if isinstance(key, Const) and isinstance(key.value, str):
+            yield key.value, _param_of(item, receiver)
+
+
+def _param_of(term: Term, receiver: str | None) -> str:
+    """The parameter ``term`` is a view or cast of (not the receiver), else ``""``."""
+    root = view_root(term)
+    return root.name if isinstance(root, Param) and root.name != receiver else ""
 
 
 class Columns:

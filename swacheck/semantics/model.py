@@ -177,8 +177,19 @@ class Model:
             return False
         return "full_to_swa" in name.lower() or {"swa", "mapping"} <= found
 
+    @cached_property
+    def _roles(self) -> dict[str, str | None]:
+        """:meth:`swa_role` by name: asked of every name of a project's indexes."""
+        return {}
+
     def swa_role(self, name: str) -> str | None:
         """``write``, ``page-table`` or ``None`` (not an SWA location), by name."""
+        roles = self._roles
+        if name not in roles:
+            roles[name] = self._swa_role(name)
+        return roles[name]
+
+    def _swa_role(self, name: str) -> str | None:
         found = words(name)
         if "mapping" in name.lower() or "full" in found:
             return None
@@ -194,6 +205,8 @@ class Model:
     def location_role(self, name: str) -> str | None:
         """The role of any location by name: an SWA one's (:meth:`swa_role`), or one the
         model names (``slot_mapping``)."""
+        if not self.locations:
+            return self.swa_role(name)
         known = self.locations.get(name) or self._named_location(name)
         return known.role if known is not None else self.swa_role(name)
 

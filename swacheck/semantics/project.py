@@ -302,17 +302,34 @@ class Project:
         return found
 
     def possible_callers(self, function: Function) -> list[Function]:
+        """Every function a call of ``function`` may be in, in project order
+        (:meth:`callers`)."""
+        found = {caller.qual: caller for _, caller in self.callers(function)}
+        return sorted(found.values(), key=lambda f: self._order[f.qual])
+
+    def callers(self, function: Function) -> Iterator[tuple[str, Function]]:
         """The functions that call something of ``function``'s name, or of a class whose
-        constructor it is: every function a call of it may be in, in project order
-        (calls are resolved by name, so no other can be)."""
-        names = {function.facts.name}
+        constructor it is, each with the name it calls (calls are resolved by name, so
+        no other function can call it); through ``super()``, only its class's subclasses'
+        methods."""
         own = self.class_of_function(function)
+        below = {cls.qual for cls in self.subclasses(own)} if own is not None else set()
+        for name in self._call_names(function, own):
+            for caller in self._calls_by_name.get(name, ()):
+                if not name.startswith("super().") or caller.cls in below:
+                    yield name, caller
+
+    def _call_names(self, function: Function, own: Class | None) -> set[str]:
+        """The names a call of ``function`` is spelled with: its own (through
+        ``super()`` too, for a method), and those of the classes whose constructor it is."""
+        names = {function.facts.name}
+        if own is not None:
+            names.add(f"super().{function.facts.name}")
         if function.facts.name == "__init__" and own is not None:
             for cls in (own, *self.subclasses(own)):
                 if self.method(cls, "__init__") == function:
                     names.add(cls.facts.name)
-        found = {f.qual: f for name in names for f in self._calls_by_name.get(name, ())}
-        return sorted(found.values(), key=lambda f: self._order[f.qual])
+        return names
 
     @cached_property
     def _order(self) -> dict[str, int]:

@@ -339,3 +339,54 @@ def _render(term: Term) -> str:
     if isinstance(term, Phi):
         return " | ".join(_render(t) for _, t in term.alternatives[:2])
     return "..."
+
+
+# Methods whose result holds the receiver's values (a view, a cast, a copy).
+KEEPS = frozenset(
+    {
+        "to",
+        "long",
+        "int",
+        "clone",
+        "contiguous",
+        "view",
+        "reshape",
+        "flatten",
+        "squeeze",
+        "unsqueeze",
+        "narrow",
+        "detach",
+        "cpu",
+        "cuda",
+        "tolist",
+        "numpy",
+        "type",
+        "expand",
+        "expand_as",
+        "repeat",
+        "repeat_interleave",
+        "index_select",
+        "masked_select",
+        "view_as",
+        "t",
+        "transpose",
+        "permute",
+        "flip",
+        "roll",
+        "unique",
+        "sort",
+        "item",
+        "new_tensor",
+    }
+)
+
+
+def view_root(term: Term) -> Term:
+    """The tensor a view, slice or cast of it is taken from."""
+    while True:
+        if isinstance(term, Index) and isinstance(term.index, Slice | Seq):
+            term = term.base
+        elif isinstance(term, Call) and isinstance(term.func, Attr) and term.func.name in KEEPS:
+            term = term.func.base
+        else:
+            return term

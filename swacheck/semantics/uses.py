@@ -20,9 +20,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from swacheck.semantics.function import BIND, CALL, FILL, RETURN, Event, Span
+from swacheck.semantics.function import BIND, CALL, FILL, RETURN, Event, Span, call_name
 from swacheck.semantics.model import FULL, SWA, Model
 from swacheck.semantics.project import Function
+from swacheck.semantics.roles import Roles, project_roles
 from swacheck.semantics.terms import (
     NO_GUARD,
     Attr,
@@ -39,8 +40,9 @@ from swacheck.semantics.terms import (
     Slice,
     Term,
     render,
+    view_root,
 )
-from swacheck.semantics.values import TABLE, Ctx, Values, view_root
+from swacheck.semantics.values import TABLE, Ctx, Values
 
 # What a use checks: a location value, or a callable (a translator) or table given to a
 # construct keyed by a space.
@@ -106,21 +108,24 @@ def _named(model: Model, name: str, engine_names: bool = True) -> tuple[str, str
     return None
 
 
-def uses(function: Function, values: Values) -> Iterator[Use]:
-    """Every use of a location in ``function`` (see the module docstring)."""
+def uses(function: Function, values: Values, roles: Roles | None = None) -> Iterator[Use]:
+    """Every use of a location in ``function`` (see the module docstring); with
+    ``roles``, only those :func:`role_uses` keeps (no other is looked for)."""
     model = values.model
     ctx = Ctx(function)
     # a module's or class body's own names are globals and fields, not locals
     scoped = function.facts.name not in ("<module>", "<body>")
     for event in function.facts.events:
+        if roles is not None and event.how == "launch":
+            continue
         if event.kind == BIND:
             for use in _binding(event, model):
                 yield use if scoped else replace(use, local=None)
         elif event.kind == FILL:
-            for use in _fill(event, values, ctx):
+            for use in _fill(event, values, ctx, roles):
                 yield use if scoped else replace(use, local=None)
         elif event.kind == CALL and isinstance(event.value, Call):
-            yield from _call(event, event.value, values, ctx)
+            yield from _call(event, event.value, values, ctx, roles)
 
 
 def _binding(event: Event, model: Model) -> Iterator[Use]:
@@ -150,12 +155,31 @@ def _mapping_entries(event: Event, value: Mapping, model: Model) -> Iterator[Use
                 )
 
 
-def _fill(event: Event, values: Values, ctx: Ctx) -> Iterator[Use]:
+def _fill(event: Event, values: Values, ctx: Ctx, roles: Roles | None) -> Iterator[Use]:
     model = values.model
     value = event.value
-    if value is None:
-        return
     region = event.region
+    if value is None or (roles is not None and not isinstance(region, Const)):
+        return
+    named = []
+    plain = not isinstance(value, Const) and event.how not in ("zero_", "fill_")
+    if plain:
+        if isinstance(region, Const) and isinstance(region.value, str):
+            # an entry of a dict: ``bufs["swa_out_cache_loc"] = ...``
+            found = _named(model, region.value)
+            if found is not None:
+                where = f"[{region.value!r}]"
+                where = f"`{event.text}{where}`" if event.text else f"the entry {region.value!r}"
+                named.append(Use(event, value, found[0], found[1], where))
+        else:
+            name = target_name(event.target)
+            found = _named(model, name) if name is not None else None
+            if found is not None:
+                local = name if isinstance(event.target, Local) else None
+                where = f"`{_written(event)}`"
+                named.append(Use(event, value, *found, where, local=local, slot=name or ""))
+    if roles is not None and not named:
+        return  # none of a role: the table's own rows and values are of no role
     # the full->SWA table's rows are full locations, its values SWA ones
     if event.target is not None and any(f.space == TABLE for f in values.space(event.target, ctx)):
         if isinstance(region, Term) and not isinstance(region, Slice | Seq | Const):
@@ -163,26 +187,8 @@ def _fill(event: Event, values: Values, ctx: Ctx) -> Iterator[Use]:
         if not isinstance(value, Const) and not _is_call_result(value):
             yield Use(event, value, SWA, None, "the full->SWA table")
         return
-    if isinstance(value, Const) or event.how in ("zero_", "fill_"):
-        return
-    if isinstance(region, Const) and isinstance(region.value, str):
-        # an entry of a dict: ``bufs["swa_out_cache_loc"] = ...``
-        named = _named(model, region.value)
-        if named is not None:
-            where = (
-                f"`{event.text}[{region.value!r}]`" if event.text else f"the entry {region.value!r}"
-            )
-            yield Use(event, value, named[0], named[1], where)
-        return
-    name = target_name(event.target)
-    if name is not None:
-        named = _named(model, name)
-        if named is not None:
-            local = name if isinstance(event.target, Local) else None
-            yield Use(
-                event, value, named[0], named[1], f"`{_written(event)}`", local=local, slot=name
-            )
-    if isinstance(region, Term) and isinstance(value, Call):
+    yield from named
+    if roles is None and plain and isinstance(region, Term) and isinstance(value, Call):
         keyed = _space_key(region, values, ctx)
         if keyed is not None:
             yield from _keyed(event, value, keyed, values, ctx)
@@ -194,7 +200,7 @@ def _is_call_result(value: Term) -> bool:
     )
 
 
-def _call(event: Event, call: Call, values: Values, ctx: Ctx) -> Iterator[Use]:
+def _call(event: Event, call: Call, values: Values, ctx: Ctx, roles: Roles | None) -> Iterator[Use]:
     model = values.model
     func = call.func
     if event.how == "launch":
@@ -229,7 +235,7 @@ def _call(event: Event, call: Call, values: Values, ctx: Ctx) -> Iterator[Use]:
         if translator is not None and translator.to == SWA and call.args:
             yield Use(event, call.args[0], FULL, None, f"`{func.name}`", checks=LOCATION)
             return
-        if translator is None and func.name not in model.fills:
+        if roles is None and translator is None and func.name not in model.fills:
             spaces = values.container_spaces(func.base, ctx)
             if spaces:
                 for label, arg in _pool_locations(call, func.name, values, ctx):
@@ -237,13 +243,18 @@ def _call(event: Event, call: Call, values: Values, ctx: Ctx) -> Iterator[Use]:
                         yield Use(
                             event, arg, space, None, f"`{render(func)}` ({label})", guard=guard
                         )
-    keyed = None
-    for part in (*call.args, *(v for _, v in call.kwargs)):
-        keyed = keyed or _space_key(part, values, ctx)
-    if keyed is not None:
-        yield from _keyed(event, call, keyed, values, ctx)
+    if roles is None:
+        keyed = None
+        for part in (*call.args, *(v for _, v in call.kwargs)):
+            keyed = keyed or _space_key(part, values, ctx)
+        if keyed is not None:
+            yield from _keyed(event, call, keyed, values, ctx)
+    elif call_name(func) not in roles.called:
+        return  # it runs no function whose parameters reach a location of a role
     # parameters named for a side, or that the callee hands to a use of one space
     for callee, inner in values.callees(call, ctx):
+        if roles is not None and callee.qual not in roles.carriers:
+            continue
         requirements = parameter_uses(callee, values)
         for param, term, _ in inner.bindings:
             if isinstance(term, Const) or param == callee.self_param:
@@ -360,7 +371,8 @@ def role_uses(function: Function, values: Values) -> Iterator[Use]:
     takes the buffer's dtype) and a kernel's fill; a local's only where
     its value leaves the function (:func:`leaves`) — a cast or gather into a local that
     stays is an intermediate (host-side bookkeeping, a value converted again)."""
-    for use in uses(function, values):
+    roles = project_roles(values)
+    for use in uses(function, values, roles):
         if use.space != SWA or use.role is None or use.checks != LOCATION:
             continue
         if use.event.kind == FILL and not isinstance(use.event.region, Const):

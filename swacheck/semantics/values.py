@@ -34,7 +34,9 @@ from swacheck.semantics.guards import assume
 from swacheck.semantics.model import FULL, SWA, Model
 from swacheck.semantics.project import Class, Function, Project
 from swacheck.semantics.terms import (
+    KEEPS,
     NO_GUARD,
+    UNKNOWN,
     Attr,
     Call,
     Const,
@@ -53,6 +55,7 @@ from swacheck.semantics.terms import (
     alternatives,
     consistent,
     render,
+    view_root,
 )
 
 TABLE = "table"  # the full->SWA table: a gather through it is SWA
@@ -62,44 +65,6 @@ EITHER = "?"  # one pool's locations, which one a kind known only at run time sa
 MAX_DEPTH = 4
 T = TypeVar("T")
 
-# Methods whose result holds the receiver's values (a view, a cast, a copy).
-_KEEPS = frozenset(
-    {
-        "to",
-        "long",
-        "int",
-        "clone",
-        "contiguous",
-        "view",
-        "reshape",
-        "flatten",
-        "squeeze",
-        "unsqueeze",
-        "narrow",
-        "detach",
-        "cpu",
-        "cuda",
-        "tolist",
-        "numpy",
-        "type",
-        "expand",
-        "expand_as",
-        "repeat",
-        "repeat_interleave",
-        "index_select",
-        "masked_select",
-        "view_as",
-        "t",
-        "transpose",
-        "permute",
-        "flip",
-        "roll",
-        "unique",
-        "sort",
-        "item",
-        "new_tensor",
-    }
-)
 # Attributes that are no location whatever their object holds.
 _METADATA = frozenset(
     {
@@ -176,6 +141,13 @@ class Values:
         self._active: set[tuple[str, Term, Ctx]] = set()
         self._evidence: dict[str, dict[str, Space]] = {}
         self._handed: dict[str, list[tuple[Event, Term]]] = {}
+
+    def once(self, name: str, compute: Callable[[], T]) -> T:
+        """``compute()``, once per analysis: a result about the whole project."""
+        key = (name, UNKNOWN, None)
+        if key not in self._memo:
+            self._memo[key] = compute()  # type: ignore[index]
+        return self._memo[key]  # type: ignore[index, return-value]
 
     def ctx(self, function: Function) -> Ctx:
         return Ctx(function)
@@ -298,14 +270,11 @@ class Values:
         return tuple(out)
 
     def _bind(self, callee: Function, call: Call, receiver: Term | None, ctx: Ctx) -> Ctx:
-        params = [p for p in callee.facts.params if not p.startswith("*")]
+        params = callee.facts.positional
         bindings: list[tuple[str, Term, Ctx]] = []
-        if callee.self_param is not None and params and params[0] == callee.self_param:
-            if receiver is not None:
-                bindings.append((params[0], receiver, ctx))
-            params = params[1:]
-        elif "classmethod" in callee.facts.decorators and params:
-            params = params[1:]
+        own = callee.self_param
+        if own is not None and receiver is not None and not own.startswith("*"):
+            bindings.append((own, receiver, ctx))
         for param, arg in zip(params, call.args, strict=False):
             bindings.append((param, arg, ctx))
         for name, value in call.kwargs:
@@ -613,7 +582,7 @@ class Values:
                     if space
                     else ()
                 )
-            if method in _KEEPS:
+            if method in KEEPS:
                 return self.space(func.base, ctx)
             container = self.container_space(func.base, ctx)
             if container is not None and method.startswith("alloc"):
@@ -793,17 +762,6 @@ def _translated(method: str, space: str) -> str:
 
 def _strip_tables(facts: Iterable[Space]) -> tuple[Space, ...]:
     return tuple(f for f in facts if f.space in (FULL, SWA))
-
-
-def view_root(term: Term) -> Term:
-    """The tensor a view, slice or cast of it is taken from."""
-    while True:
-        if isinstance(term, Index) and isinstance(term.index, Slice | Seq):
-            term = term.base
-        elif isinstance(term, Call) and isinstance(term.func, Attr) and term.func.name in _KEEPS:
-            term = term.func.base
-        else:
-            return term
 
 
 def rows_root(term: Term) -> Term:
