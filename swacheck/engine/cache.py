@@ -77,6 +77,7 @@ DEPENDS: dict[str, tuple[str, bool]] = {
     "project-facts": ("analysis", False),
     "inventory": ("analysis", True),
     "findings": ("analysis", True),
+    "activation": ("analysis", True),
     "run": ("findings", True),
 }
 # Presentation only (and the rules, digested as their own package, and the runtime

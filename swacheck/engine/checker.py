@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from swacheck.analysis.index import ModuleFacts, ProjectIndex, index_module
@@ -21,6 +21,7 @@ from swacheck.context import FileContext
 from swacheck.engine.limits import OutOfTime, out_of_time, time_limit
 from swacheck.engine.noqa import noqa_rows, unused
 from swacheck.engine.parse import Parsed, nesting_finding
+from swacheck.engine.result import CheckOutcome
 from swacheck.engine.selection import ignored_for_path, is_fixable, is_ignored
 from swacheck.finding import UNUSED_NOQA_CODE, Finding
 from swacheck.rule import Rule
@@ -28,13 +29,6 @@ from swacheck.triggers import FileText, compiled
 
 if TYPE_CHECKING:
     from swacheck.semantics.unit import FileUnit
-
-
-@dataclass
-class CheckOutcome:
-    findings: list[Finding] = field(default_factory=list)
-    # Rules that raised: "<code>: <exception>" (an internal error, not a crash of the run).
-    errors: list[str] = field(default_factory=list)
 
 
 def _context(path: str, parsed: Parsed, config: Config, project: ProjectIndex) -> FileContext:

@@ -17,6 +17,7 @@ them (a file analysed once costs nothing more under a tighter bound).
 
 from __future__ import annotations
 
+import pickle
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,15 +48,40 @@ def covers(stored: str, wanted: str) -> bool:
     return set(filter(None, wanted_codes.split(","))) <= set(stored_codes.split(","))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class FactsRecord:
+    """One file version's first-pass result. Pickled with its facts as one bytes object,
+    read back when first asked for: a call whose findings are all cached reads the
+    project's records for their digests only (:attr:`facts_digest`), not every file's
+    facts."""
+
     digest: str
     profile: str
-    # ModuleFacts, or the SWA999 finding of a file that does not parse.
-    facts: Any
+    # ModuleFacts, or the SWA999 finding of a file that does not parse; or, read back
+    # from the cache and not asked for yet, their pickle.
+    stored: Any
     facts_digest: str
     # The bounds an SWA999 record was found under (``None`` for facts).
     bounds: Bounds | None = None
+
+    @property
+    def failed(self) -> bool:
+        """Whether the record is an SWA999 finding (known without reading it back)."""
+        return self.bounds is not None
+
+    @property
+    def facts(self) -> Any:
+        stored = self.stored
+        if isinstance(stored, bytes):
+            stored = pickle.loads(stored)
+            object.__setattr__(self, "stored", stored)
+        return stored
+
+    def __reduce__(self) -> tuple[type[FactsRecord], tuple[Any, ...]]:
+        stored = self.stored
+        if not isinstance(stored, bytes):
+            stored = pickle.dumps(stored, protocol=pickle.HIGHEST_PROTOCOL)
+        return FactsRecord, (self.digest, self.profile, stored, self.facts_digest, self.bounds)
 
     def same_as(self, other: FactsRecord | None) -> bool:
         return (

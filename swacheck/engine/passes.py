@@ -18,8 +18,8 @@ from typing import Any
 
 from swacheck.analysis.index import ModuleFacts, ProjectIndex
 from swacheck.config import Config
-from swacheck.engine.checker import CheckOutcome
 from swacheck.engine.regions import Regions
+from swacheck.engine.result import CheckOutcome
 from swacheck.engine.sources import Source
 from swacheck.engine.units import FixOutcome, diff_of
 from swacheck.engine.workers import Advance, Executor, Workers, no_progress

@@ -45,3 +45,12 @@ class AuditResult:
         """The findings of one reported file (``path`` as it was given)."""
         shown = {p: name for name, p in self.files.items()}.get(path)
         return [f for f in self.findings if f.path == shown]
+
+
+@dataclass
+class CheckOutcome:
+    """One file's check: its findings, kept in the cache by the check's inputs."""
+
+    findings: list[Finding] = field(default_factory=list)
+    # Rules that raised: "<code>: <exception>" (an internal error, not a crash of the run).
+    errors: list[str] = field(default_factory=list)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from swacheck.analysis.index import ModuleFacts, ProjectIndex
 from swacheck.config import Config
-from swacheck.engine.checker import CheckOutcome, check_parsed, collect_facts
+from swacheck.engine.checker import check_parsed, collect_facts
 from swacheck.engine.decoding import LOSSY
 from swacheck.engine.fixer import apply_fixes, fixable
 from swacheck.engine.limits import (
@@ -32,6 +32,7 @@ from swacheck.engine.limits import (
 )
 from swacheck.engine.parse import Parsed, parse_regions, parse_source
 from swacheck.engine.regions import Regions
+from swacheck.engine.result import CheckOutcome
 from swacheck.finding import Finding
 from swacheck.rule import Rule
 

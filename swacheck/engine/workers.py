@@ -67,11 +67,11 @@ from swacheck.analysis.index import ModuleFacts, ProjectIndex
 from swacheck.analysis.skeletons import forget_analyses
 from swacheck.config import Config
 from swacheck.engine import units
-from swacheck.engine.checker import CheckOutcome
 from swacheck.engine.gc_pause import collect_unit_garbage
 from swacheck.engine.limits import beyond_limits, os_limits, out_of_memory, out_of_time
 from swacheck.engine.parse import Parsed
 from swacheck.engine.regions import Regions
+from swacheck.engine.result import CheckOutcome
 from swacheck.engine.units import FixOutcome
 from swacheck.finding import Finding
 from swacheck.rule import Rule

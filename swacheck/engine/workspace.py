@@ -70,7 +70,7 @@ from swacheck.engine.project import (
     find_root,
     signature,
 )
-from swacheck.engine.result import AuditResult
+from swacheck.engine.result import AuditResult, CheckOutcome
 from swacheck.engine.selection import ignored_for_path, is_ignored
 from swacheck.engine.sources import Source, display_path, relative_to_root
 from swacheck.files import read_regular
@@ -79,7 +79,6 @@ from swacheck.triggers import FileText, TriggerSet
 
 if TYPE_CHECKING:
     from swacheck.analysis.index import ModuleFacts, ProjectIndex
-    from swacheck.engine.checker import CheckOutcome
     from swacheck.engine.passes import Passes
     from swacheck.engine.workers import Workers
     from swacheck.rule import Rule
@@ -307,6 +306,8 @@ class Workspace:
         bounds = (config.max_file_size, config.max_file_time)
         self._facts = FactsStore(self._cache, self._scope, bounds)
         self._index: tuple[str, ProjectIndex] | None = None
+        # The last activation: (meaning digest and profile, why each inactive rule is).
+        self._activation: tuple[str, dict[str, str]] | None = None
         # The last outcome of each file asked about (by key), with what it was keyed by:
         # one per file, however many versions an editor sends.
         self._outcomes: dict[str, tuple[str, CheckOutcome]] = {}
@@ -834,9 +835,7 @@ class Workspace:
         complete: bool,
         progress: _Progress,
     ) -> None:
-        from swacheck.engine.passes import Passes, PassOptions
         from swacheck.engine.regions import Regions
-        from swacheck.engine.workers import Workers
 
         regions = None
         if self.prefilter and applicable and all(spec.triggers is not None for spec in applicable):
@@ -844,7 +843,6 @@ class Workspace:
         codes = {spec.code for spec in applicable}
         mode = "regions" if regions is not None else "whole"
         profile = f"{mode}:{','.join(spec.code for spec in applicable)}"
-        rules = [spec.load() for spec in applicable]
         by_key = {item.key: item for item in candidates}
         numbers = {key: number for number, key in enumerate(by_key)}
 
@@ -861,33 +859,49 @@ class Workspace:
             )
 
         sources = _Sources(source)
-        if self._workers is None:
-            self._workers = Workers(self.jobs, keep=self._keep_workers)
-        passes = Passes(PassOptions(rules, self.config, self._workers, regions), progress.advance)
+        work = _Work(self, applicable, regions, progress.advance)
         try:
-            records = self._first_pass(by_key, sources, profile, passes, result, complete, progress)
-            project, digest = self._project_index(records)
-            active = []
-            for rule in rules:
-                reason = rule.inactive_reason(project, self.config)
-                if reason is None:
-                    active.append(rule)
-                else:
-                    result.inactive[rule.code] = reason
-            self._second_pass(
-                by_key, sources, records, project, digest, profile, active, passes, result, progress
-            )
+            records = self._first_pass(by_key, sources, profile, work, result, complete, progress)
+            # What the facts say, without where their rows fall (:func:`facts_digest`): a
+            # file's findings depend on its own bytes and on that.
+            meaning = project_digest({key: record.facts_digest for key, record in records.items()})
+            work.records = records
+            lasting = not result.partial and not any(item.unsaved for item in by_key.values())
+            work.inactive = self._inactive(meaning, profile, work, lasting)
+            result.inactive.update(work.inactive)
+            self._second_pass(by_key, sources, records, meaning, profile, work, result, progress)
             if fix or diff:
-                self._fix(by_key, sources, active, project, passes, result, unsafe, diff)
+                self._fix(by_key, sources, work, result, unsafe, diff)
         finally:
-            passes.close()
+            work.close()
+
+    def _inactive(self, meaning: str, profile: str, work: _Work, lasting: bool) -> dict[str, str]:
+        """Why each rule that does not apply to the project does not, by code: decided
+        on the project's facts, so kept by what they say (the project is not built
+        where every finding is known)."""
+        key = f"{meaning}\0{profile}"
+        if self._activation is not None and self._activation[0] == key:
+            return self._activation[1]
+        entry = self._cache.key("activation", b"", key) if self._cache is not None else ""
+        found = self._cache.get(entry) if self._cache is not None else None
+        if not isinstance(found, dict):
+            project = work.project()
+            found = {
+                rule.code: reason
+                for rule in work.rules
+                if (reason := rule.inactive_reason(project, self.config)) is not None
+            }
+            if self._cache is not None and lasting:
+                self._cache.put(entry, found)
+        self._activation = (key, found)
+        return found
 
     def _first_pass(
         self,
         by_key: dict[str, _File],
         sources: dict[str, Source],
         profile: str,
-        passes: Passes,
+        work: _Work,
         result: AuditResult,
         complete: bool,
         progress: _Progress,
@@ -922,7 +936,7 @@ class Workspace:
                 todo.append(sources[key])
             result.facts_parsed = len(todo)
             known = {key: record.facts for key, record in records.items()}
-            firsts = {**oversized, **passes.collect(todo, known)}
+            firsts = {**oversized, **work.passes.collect(todo, known)}
             for key in missing:
                 first = firsts.get(sources[key].number)
                 state = by_key[key].state
@@ -934,23 +948,20 @@ class Workspace:
                 self._facts.put(records, missing, unsaved)
         return records
 
-    def _project_index(self, records: dict[str, FactsRecord]) -> tuple[ProjectIndex, str]:
+    def _project_index(self, records: dict[str, FactsRecord]) -> ProjectIndex:
         """The project index of these facts (the last one again if no file changed), in
         the order of a walk of the project (each folder's entries by name, depth first),
         whichever files are asked about: where several files could answer a question
         (which one builds the mapping's sentinel), the first answers, so the order is part
         of what a file's findings are a function of, and its cached findings are keyed by
-        the facts alone. With it, the digest of what the facts say: a file's findings
-        depend on its own bytes and on that, not on where other files' rows fall
-        (:func:`facts_digest`)."""
+        the facts alone."""
         from swacheck.analysis.index import ModuleFacts, ProjectIndex
 
-        meaning = project_digest({key: record.facts_digest for key, record in records.items()})
         versions = project_digest(
             {key: f"{r.digest}\0{r.profile}\0{r.facts_digest}" for key, r in records.items()}
         )
         if self._index is not None and self._index[0] == versions:
-            return self._index[1], meaning
+            return self._index[1]
         facts: list[ModuleFacts] = [
             records[key].facts
             for key in sorted(records, key=lambda key: key.split("/"))
@@ -960,25 +971,21 @@ class Workspace:
         if project is None:
             project = ProjectIndex(facts)
         self._index = (versions, project)
-        return project, meaning
+        return project
 
     def _second_pass(
         self,
         by_key: dict[str, _File],
         sources: dict[str, Source],
         records: dict[str, FactsRecord],
-        project: ProjectIndex,
         digest: str,
         profile: str,
-        active: list[type[Rule]],
-        passes: Passes,
+        work: _Work,
         result: AuditResult,
         progress: _Progress,
     ) -> None:
-        from swacheck.engine.checker import CheckOutcome
-
         known = self.known_codes if UNUSED_NOQA_CODE in self.engine_codes else None
-        active_codes = ",".join(rule.code for rule in active)
+        active_codes = ",".join(code for code in work.codes if code not in work.inactive)
         # Kept in the cache only where every input is on disk.
         lasting = not result.partial and not any(item.unsaved for item in by_key.values())
         outcomes: dict[str, CheckOutcome] = {}
@@ -987,9 +994,9 @@ class Workspace:
         for key, item in by_key.items():
             if not item.report:
                 continue
-            first = records[key].facts
             ignored = ignored_for_path(self.config, sources[key].relative)
-            if isinstance(first, Finding):
+            if records[key].failed:
+                first = records[key].facts
                 if (
                     sources[key].relevant
                     and PARSE_ERROR_CODE in self.engine_codes
@@ -1018,7 +1025,7 @@ class Workspace:
             asked = sum(1 for item in by_key.values() if item.report)
             progress.start(asked)
             progress.advance(asked - len(todo))
-        checked = passes.check(todo, active, project, known)
+        checked = work.passes.check(todo, work.active(), work.project(), known) if todo else {}
         for source in todo:
             outcome = checked[source.number]
             outcomes[source.key] = outcome
@@ -1038,9 +1045,7 @@ class Workspace:
         self,
         by_key: dict[str, _File],
         sources: dict[str, Source],
-        active: list[type[Rule]],
-        project: ProjectIndex,
-        passes: Passes,
+        work: _Work,
         result: AuditResult,
         unsafe: bool,
         diff: bool,
@@ -1057,7 +1062,9 @@ class Workspace:
                 continue
             source = sources[key]
             source.data = source.data or self._bytes(item)
-            outcome = passes.fix(source, findings, active, project, known, unsafe=unsafe, diff=diff)
+            outcome = work.passes.fix(
+                source, findings, work.active(), work.project(), known, unsafe=unsafe, diff=diff
+            )
             if outcome.error:
                 result.errors.append(f"{item.display}: {outcome.error}")
             if outcome.data is None:
@@ -1155,6 +1162,58 @@ class Workspace:
         if self._cache is not None and inventory.changed:
             inventory.changed = False
             self._cache.put(self._cache.key("inventory", b"", self._scope), inventory.stored())
+
+
+class _Work:
+    """The rules, passes and project index of one analysis, each made when first
+    needed: an audit whose facts and findings are all known (an editor's first
+    diagnostics on a project the command line audited) imports neither the rules nor
+    the parser, and builds no project index."""
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        applicable: list[RuleSpec],
+        regions: Any,
+        advance: Callable[[int], None],
+    ) -> None:
+        self._workspace = workspace
+        self._applicable = applicable
+        self._regions = regions
+        self._advance = advance
+        self.codes = [spec.code for spec in applicable]
+        # Every candidate's facts record, once the first pass has them; then why each
+        # rule that does not apply to the project does not.
+        self.records: dict[str, FactsRecord] = {}
+        self.inactive: dict[str, str] = {}
+        self._passes: Passes | None = None
+
+    @cached_property
+    def rules(self) -> list[type[Rule]]:
+        return [spec.load() for spec in self._applicable]
+
+    def active(self) -> list[type[Rule]]:
+        return [rule for rule in self.rules if rule.code not in self.inactive]
+
+    def project(self) -> ProjectIndex:
+        return self._workspace._project_index(self.records)
+
+    @property
+    def passes(self) -> Passes:
+        if self._passes is None:
+            from swacheck.engine.passes import Passes, PassOptions
+            from swacheck.engine.workers import Workers
+
+            workspace = self._workspace
+            if workspace._workers is None:
+                workspace._workers = Workers(workspace.jobs, keep=workspace._keep_workers)
+            options = PassOptions(self.rules, workspace.config, workspace._workers, self._regions)
+            self._passes = Passes(options, self._advance)
+        return self._passes
+
+    def close(self) -> None:
+        if self._passes is not None:
+            self._passes.close()
 
 
 def _changed_on_disk(key: str) -> Finding:

@@ -168,6 +168,7 @@ class SwacheckServer(LanguageServer):
             return
         if not await self.worker.run(lambda: self.projects.cold(snapshots)):
             await self._audit_and_publish(snapshots)
+            await self.worker.run(self.projects.settle)
             return
         # A cold start: the open documents first, in the context of what is known of their
         # projects (cached facts), then again once every file of the project is read. A
@@ -201,6 +202,7 @@ class SwacheckServer(LanguageServer):
                 types.MessageType.Info,
                 show=True,
             )
+        await self.worker.run(self.projects.settle)
 
     async def _audit_and_publish(
         self,

@@ -190,10 +190,14 @@ class Projects:
             if id(project) not in kept:
                 project.workspace.close()
         self._projects = {k: p for k, p in self._projects.items() if id(p) in kept}
+        return audited
+
+    def settle(self) -> None:
+        """After a round that made a project, once its diagnostics are out: the heap
+        settled (:func:`_settle_heap`), which costs a full collection."""
         if self._cold:
             _settle_heap()
             self._cold = False
-        return audited
 
     def _audit_project(
         self,

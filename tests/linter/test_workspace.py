@@ -224,6 +224,46 @@ def test_the_server_starts_warm_from_the_commands_cache_and_keeps_no_unsaved_buf
     assert written <= {_inventory_entry(folder)}
 
 
+def test_the_servers_first_diagnostics_after_the_command_read_back_no_facts(
+    project: Path, swacheck_at, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After ``swacheck audit``, the open document's findings and the rules' activation
+    are in the cache under the project's facts digests: the server's first round reads
+    no file's facts back and builds no project index (what made an editor's first
+    diagnostics on SGLang 0.5.23 take seconds); an edit then reads them."""
+    from swacheck.analysis.index import ProjectIndex
+    from swacheck.engine.facts_store import FactsRecord
+    from swacheck.server.documents import Snapshot
+    from swacheck.server.projects import Projects
+
+    runner = project / "model_runner.py"
+    text = runner.read_text()
+    edited = text.replace("        if can_run_graph:\n", "        if can_run_graph:  # edited\n")
+    expected = [
+        _workspace(project, cache=False).audit(documents={runner: version}).findings
+        for version in (text, edited)
+    ]
+    swacheck_at(project)("audit", check_rc=1)
+    read: list[str] = []
+    facts = FactsRecord.facts.fget
+    monkeypatch.setattr(FactsRecord, "facts", property(lambda r: read.append(r.digest) or facts(r)))
+    built: list[int] = []
+    init = ProjectIndex.__init__
+    monkeypatch.setattr(
+        ProjectIndex, "__init__", lambda index, *a: built.append(1) or init(index, *a)
+    )
+    projects = Projects([project])
+    try:
+        first = projects.audit([Snapshot(runner.as_uri(), runner, 1, text)], complete=False)
+        assert first.findings[runner.as_uri()] == expected[0]
+        assert not first.partial and not read and not built
+        then = projects.audit([Snapshot(runner.as_uri(), runner, 2, edited)])
+        assert then.findings[runner.as_uri()] == expected[1]
+        assert read and built
+    finally:
+        projects.close()
+
+
 def test_the_commands_start_warm_from_the_servers_cache(project: Path) -> None:
     """A server's first complete audit reads every file of the project: it keeps their
     facts, so the command after it parses no file for them."""
