@@ -19,6 +19,7 @@ from swacheck.semantics.dtypes import Dtypes
 from swacheck.semantics.function import BIND, CALL, FILL
 from swacheck.semantics.model import FULL, SWA
 from swacheck.semantics.module import module_facts
+from swacheck.semantics.roles import project_roles
 from swacheck.semantics.terms import (
     Attr,
     Call,
@@ -33,6 +34,7 @@ from swacheck.semantics.terms import (
     phi,
 )
 from swacheck.semantics.unit import Analysis
+from swacheck.semantics.uses import LOCATION, Use, uses
 from swacheck.semantics.values import Ctx
 
 
@@ -384,6 +386,63 @@ def test_callers_and_field_stores_are_found_through_the_index_as_by_reading_ever
     stores = {e.target.name for _, e in project.field_stores(wrapper, "width")}
     assert stores == {"width"} and project.owns(wrapper, "width")
     assert not project.owns(wrapper, "no_such_field")
+
+
+def _kept(use: Use) -> bool:
+    """A use :func:`role_uses` keeps (before it looks where a local's value goes)."""
+    in_place = use.event.kind == FILL and not isinstance(use.event.region, Const)
+    return (
+        use.space == SWA
+        and use.role is not None
+        and use.checks == LOCATION
+        and not in_place
+        and use.event.how != "launch"
+    )
+
+
+def test_the_functions_that_may_hand_a_role_on_are_found_through_the_index() -> None:
+    """:mod:`swacheck.semantics.roles` reads the indexes only; every function with a
+    role use found by resolving every call is among those it finds, with the same uses
+    when calls spelled as no carrier are left unresolved."""
+    root = Path(__file__).parents[2]
+    paths = sorted((root / "reference_impl").glob("*.py")) + sorted(root.glob("examples/*.py"))
+    texts = [path.read_text(encoding="utf-8") for path in paths]
+    modules = [
+        module_facts(ast.parse(text), text, f"{path.parent.name}/{path.name}")
+        for path, text in zip(paths, texts, strict=True)
+    ]
+    # a parameter handed on twice before it reaches a location of a role
+    chain = textwrap.dedent(
+        """
+        import torch
+
+        def write(pool, swa_out_cache_loc):
+            pool.store(swa_out_cache_loc)
+
+        def hand_on(pool, loc):
+            write(pool, loc.view(-1))
+
+        def forward(pool, batch):
+            hand_on(pool, batch.swa_locs.to(torch.int64))
+        """
+    )
+    modules.append(module_facts(ast.parse(chain), chain, "chain.py"))
+    result = Analysis(pickle.loads(pickle.dumps(modules)), Config())
+    project, values = result.project, result.values
+    roles = project_roles(values)
+    assert "chain.forward" in roles.functions and "chain.hand_on" in roles.carriers
+    read = [f for f in project.functions.values() if "_body" not in f.facts.__dict__]
+    assert not read  # found from the indexes alone
+    with_uses = 0
+    for function in project.functions.values():
+        everywhere = [use for use in uses(function, values) if _kept(use)]
+        if function.qual not in roles.functions:
+            assert everywhere == [], function.qual
+            continue
+        assert [use for use in uses(function, values, roles) if _kept(use)] == everywhere
+        with_uses += bool(everywhere)
+    assert with_uses >= 5 and len(roles.functions) < len(project.functions) / 2
+    assert roles.carriers and roles.called
 
 
 @pytest.mark.parametrize(
