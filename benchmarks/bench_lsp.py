@@ -54,6 +54,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import lspkit  # noqa: E402
 from engines import ensure  # noqa: E402
 
+from swacheck.engine.project import RACY_NS  # noqa: E402
 from swacheck.server.settings import DEFAULT_DEBOUNCE_MS  # noqa: E402
 
 
@@ -284,6 +285,10 @@ def main() -> None:
     results: list[dict[str, Any]] = []
     if args.cli_cache:
         subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+        # A file changed within RACY_NS of a scan is read again by the next one (its stat
+        # signature cannot tell a later change in the same tick): a checkout is not copied
+        # the moment before it is audited, so the copy is left to settle first.
+        time.sleep(RACY_NS / 1e9 + 0.5)
         audited = time.perf_counter()
         audit = [sys.executable, "-m", "swacheck", "audit", "--exit-zero", "--jobs", "1"]
         subprocess.run(audit, cwd=root, check=True, capture_output=True)

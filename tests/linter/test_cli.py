@@ -346,8 +346,8 @@ class TestCache:
         cold = swacheck("audit", "--jobs", "2", "--output-format", "json", check_rc=1).stdout
         entries = [p for p in (tmp_path / ".swacheck_cache").rglob("*") if p.is_file()]
         # Findings per file; the rule catalogue, the inventory, the facts of all files
-        # (one entry) and the run's record.
-        assert len([p for p in entries if p.name not in (".gitignore", "CACHEDIR.TAG")]) == 30 + 4
+        # (one entry), the rules' activation and the run's record.
+        assert len([p for p in entries if p.name not in (".gitignore", "CACHEDIR.TAG")]) == 30 + 5
         warm = swacheck("audit", "--jobs", "2", "--output-format", "json", check_rc=1).stdout
         assert warm == cold
         # A new file misses the run record: every other file's entries are hits.
