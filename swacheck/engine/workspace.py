@@ -866,10 +866,11 @@ class Workspace:
             # file's findings depend on its own bytes and on that.
             meaning = project_digest({key: record.facts_digest for key, record in records.items()})
             work.records = records
+            # Kept in the cache only where every input is on disk.
             lasting = not result.partial and not any(item.unsaved for item in by_key.values())
             work.inactive = self._inactive(meaning, profile, work, lasting)
             result.inactive.update(work.inactive)
-            self._second_pass(by_key, sources, records, meaning, profile, work, result, progress)
+            self._second_pass(by_key, sources, meaning, profile, work, lasting, result, progress)
             if fix or diff:
                 self._fix(by_key, sources, work, result, unsafe, diff)
         finally:
@@ -977,17 +978,16 @@ class Workspace:
         self,
         by_key: dict[str, _File],
         sources: dict[str, Source],
-        records: dict[str, FactsRecord],
         digest: str,
         profile: str,
         work: _Work,
+        lasting: bool,
         result: AuditResult,
         progress: _Progress,
     ) -> None:
         known = self.known_codes if UNUSED_NOQA_CODE in self.engine_codes else None
         active_codes = ",".join(code for code in work.codes if code not in work.inactive)
-        # Kept in the cache only where every input is on disk.
-        lasting = not result.partial and not any(item.unsaved for item in by_key.values())
+        records = work.records
         outcomes: dict[str, CheckOutcome] = {}
         keys: dict[str, str] = {}
         todo = []
